@@ -1,0 +1,302 @@
+"""Synthetic tasks of the embedded default model: vocabulary, generators, tokenizer.
+
+One module serves both sides, so training data and evaluation data can never drift
+apart in format:
+
+- ``models/train_default.py`` draws training items from :func:`sample` with the
+  training seed (and skips any item whose prompt is an evaluation prompt);
+- ``guards/build_tasks.py`` writes the evaluation JSONL files of ``guards/tasks``
+  from :func:`make_eval_items` with the evaluation seed.
+
+Every text is a sequence of vocabulary words separated by single spaces (numbers are
+written digit by digit, ``4 9 2``), so the word-level tokenizer round-trips exactly.
+An item is a dict with ``prompt`` (ends with ``answer :``), ``answer`` (words, no
+terminator), and for multiple choice ``choices`` and ``label``. The model is trained
+to write ``answer`` followed by ``.``.
+
+The five tasks mirror what the contest's model is judged on:
+
+=============  ==========================================  ======================
+task           what it asks                                 scored by
+=============  ==========================================  ======================
+needle         value of one key hidden in a long haystack   generation, exact match
+common_word    the most frequent word of a list             generation, exact match
+fact_mc        where a person lives, among four cities      log-likelihood, acc
+addition       sum of two multi-digit numbers               generation, exact match
+var_track      value of a variable reached through aliases  generation, exact match
+=============  ==========================================  ======================
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
+DIGITS = [str(d) for d in range(10)]
+PUNCT = [".", ",", ":", ";", "?", "=", "+"]
+FUNCTION_WORDS = (
+    "haystack question answer what is the code for words which word most common "
+    "facts lives works in where does live work sum vars value of"
+).split()
+LETTERS = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+
+_ONSETS = "b d f g k l m n p r s t v z".split()
+_VOWELS = "a e i o u".split()
+
+
+def _pseudo_words(n: int, seed: int, syllables: int) -> list[str]:
+    rng = random.Random(seed)
+    out: list[str] = []
+    seen: set[str] = set(FUNCTION_WORDS) | set(LETTERS)
+    while len(out) < n:
+        w = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) for _ in range(syllables))
+        if w not in seen:
+            seen.add(w)
+            out.append(w)
+    return out
+
+
+# Content vocabularies. Their seeds are part of the vocabulary, not of any data split.
+NOUNS = _pseudo_words(240, seed=101, syllables=2)  # filler, keys, listed words
+NAMES = _pseudo_words(48, seed=202, syllables=3)  # people of fact_mc
+CITIES = _pseudo_words(32, seed=303, syllables=3)  # places of fact_mc
+
+VOCAB_MULTIPLE = 64
+
+
+def vocabulary() -> list[str]:
+    """All tokens in id order, padded with ``<extra_i>`` to a multiple of 64."""
+    words = SPECIALS + DIGITS + PUNCT + FUNCTION_WORDS + LETTERS + NOUNS + NAMES + CITIES
+    assert len(words) == len(set(words)), "vocabulary words must be unique"
+    pad = -len(words) % VOCAB_MULTIPLE
+    return words + [f"<extra_{i}>" for i in range(pad)]
+
+
+def build_tokenizer():
+    """A word-level fast tokenizer over :func:`vocabulary` (whitespace split)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {w: i for i, w in enumerate(vocabulary())}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return tok
+
+
+# ---------------------------------------------------------------- difficulty knobs
+
+
+@dataclass(frozen=True)
+class Difficulty:
+    """Ranges the generators draw from (inclusive). Training uses wide ranges;
+    the evaluation split uses the ranges in :data:`EVAL_DIFFICULTY`."""
+
+    needle_words: tuple[int, int] = (16, 1400)  # haystack length in words
+    needle_keys: tuple[int, int] = (1, 8)  # needles (one is asked, the rest distract)
+    common_distinct: tuple[int, int] = (3, 24)
+    common_top: tuple[int, int] = (2, 9)  # count of the most common word
+    common_gap: tuple[int, int] = (1, 4)  # top count minus the runner-up's
+    fact_people: tuple[int, int] = (2, 14)
+    add_digits: tuple[int, int] = (1, 4)
+    var_hops: tuple[int, int] = (0, 3)  # alias steps between the asked name and its value
+    var_chains: tuple[int, int] = (2, 5)
+
+
+TRAIN_DIFFICULTY = Difficulty()
+EVAL_DIFFICULTY = Difficulty(
+    needle_words=(150, 1350),
+    needle_keys=(4, 8),
+    common_distinct=(12, 24),
+    common_top=(4, 8),
+    common_gap=(1, 2),
+    fact_people=(8, 14),
+    add_digits=(3, 4),
+    var_hops=(1, 3),
+    var_chains=(3, 5),
+)
+
+
+@dataclass
+class Curriculum:
+    """Caps the needle haystack: grows linearly from ``start`` to the difficulty's
+    maximum over the first ``ramp`` fraction of training."""
+
+    start: int = 48
+    ramp: float = 0.5
+    progress: float = field(default=1.0)
+
+    def cap(self, hi: int) -> int:
+        f = min(1.0, self.progress / self.ramp) if self.ramp > 0 else 1.0
+        return int(self.start + f * (hi - self.start))
+
+
+def _r(rng: random.Random, lo_hi: tuple[int, int]) -> int:
+    return rng.randint(lo_hi[0], lo_hi[1])
+
+
+def _digits(rng: random.Random, n: int) -> list[str]:
+    return [str(rng.randint(1, 9))] + [str(rng.randint(0, 9)) for _ in range(n - 1)]
+
+
+# ---------------------------------------------------------------- generators
+
+
+def gen_needle(rng: random.Random, d: Difficulty, cur: Curriculum | None = None,
+               questions: int = 1) -> dict:
+    lo, hi = d.needle_words
+    if cur is not None:
+        hi = max(lo, cur.cap(hi))
+    n_words = rng.randint(min(lo, hi), hi)
+    n_keys = _r(rng, d.needle_keys)
+    keys = rng.sample(NOUNS, n_keys)
+    key_set = set(keys)
+    filler_pool = [w for w in NOUNS if w not in key_set]
+    words = [rng.choice(filler_pool) for _ in range(n_words)]
+    values = {k: _digits(rng, 4) for k in keys}
+    slots = sorted(rng.sample(range(n_words + 1), n_keys), reverse=True)
+    for k, pos in zip(keys, slots, strict=True):
+        words[pos:pos] = ["the", "code", "for", k, "is", *values[k], "."]
+    asked = rng.sample(keys, min(questions, n_keys))
+    head = "haystack : " + " ".join(words)
+    qa = [(f"question : what is the code for {k} ? answer :", " ".join(values[k])) for k in asked]
+    return _with_questions("needle", head, qa)
+
+
+def gen_common_word(rng: random.Random, d: Difficulty, cur: Curriculum | None = None,
+                    questions: int = 1) -> dict:
+    n = _r(rng, d.common_distinct)
+    top = _r(rng, d.common_top)
+    gap = min(_r(rng, d.common_gap), top - 1)
+    ws = rng.sample(NOUNS, n)
+    counts = [top] + [rng.randint(1, top - gap) for _ in range(n - 1)]
+    seq = [w for w, c in zip(ws, counts, strict=True) for _ in range(c)]
+    rng.shuffle(seq)
+    head = "words : " + " ".join(seq)
+    return _with_questions("common_word", head,
+                           [("question : which word is most common ? answer :", ws[0])])
+
+
+def gen_fact_mc(rng: random.Random, d: Difficulty, cur: Curriculum | None = None,
+                questions: int = 1) -> dict:
+    n = _r(rng, d.fact_people)
+    people = rng.sample(NAMES, n)
+    lives = {p: rng.choice(CITIES) for p in people}
+    works = {p: rng.choice([c for c in CITIES if c != lives[p]]) for p in people}
+    facts = [f"{p} lives in {lives[p]} ." for p in people]
+    facts += [f"{p} works in {works[p]} ." for p in people]
+    rng.shuffle(facts)
+    head = "facts : " + " ".join(facts)
+    asked = rng.sample(people, min(questions, n))
+    qa = []
+    for p in asked:
+        rel = rng.choice(["live", "work"])
+        ans = lives[p] if rel == "live" else works[p]
+        qa.append((f"question : where does {p} {rel} ? answer :", ans))
+    item = _with_questions("fact_mc", head, qa)
+    # Four choices: the answer, the other relation's city, two more cities of the text.
+    p, ans = asked[0], qa[0][1]
+    other = works[p] if ans == lives[p] else lives[p]
+    seen = [c for c in dict.fromkeys(list(lives.values()) + list(works.values()))
+            if c not in (ans, other)]
+    extra = rng.sample(seen, min(2, len(seen)))
+    extra += rng.sample([c for c in CITIES if c not in {ans, other, *extra}], 2 - len(extra))
+    choices = [ans, other, *extra]
+    rng.shuffle(choices)
+    item["choices"] = choices
+    item["label"] = choices.index(ans)
+    return item
+
+
+def gen_addition(rng: random.Random, d: Difficulty, cur: Curriculum | None = None,
+                 questions: int = 1) -> dict:
+    a = _digits(rng, _r(rng, d.add_digits))
+    b = _digits(rng, _r(rng, d.add_digits))
+    s = str(int("".join(a)) + int("".join(b)))
+    prompt = f"sum : {' '.join(a)} + {' '.join(b)} = answer :"
+    return {"task": "addition", "prompt": prompt, "answer": " ".join(s)}
+
+
+def gen_var_track(rng: random.Random, d: Difficulty, cur: Curriculum | None = None,
+                  questions: int = 1) -> dict:
+    n_chains = _r(rng, d.var_chains)
+    hops = [_r(rng, d.var_hops) for _ in range(n_chains)]
+    names = rng.sample(LETTERS, sum(h + 1 for h in hops))
+    stmts: list[list[str]] = []  # each chain's statements, in order
+    ends: list[tuple[str, str]] = []
+    i = 0
+    for h in hops:
+        chain = names[i:i + h + 1]
+        i += h + 1
+        value = " ".join(_digits(rng, 3))
+        stmts.append([f"{chain[0]} = {value} ."] + [f"{chain[j + 1]} = {chain[j]} ."
+                                                    for j in range(h)])
+        ends.append((chain[-1], value))
+    # Interleave chains while keeping each chain's order (a name is defined before use).
+    order: list[str] = []
+    queues = [list(s) for s in stmts]
+    while any(queues):
+        q = rng.choice([q for q in queues if q])
+        order.append(q.pop(0))
+    head = "vars : " + " ".join(order)
+    picks = rng.sample(ends, min(questions, len(ends)))
+    qa = [(f"question : what is the value of {n} ? answer :", v) for n, v in picks]
+    return _with_questions("var_track", head, qa)
+
+
+def _with_questions(task: str, head: str, qa: list[tuple[str, str]]) -> dict:
+    """First question forms the prompt/answer; further ones (training only) follow it."""
+    item = {"task": task, "prompt": f"{head} {qa[0][0]}", "answer": qa[0][1]}
+    if len(qa) > 1:
+        item["more"] = [{"question": q, "answer": a} for q, a in qa[1:]]
+    return item
+
+
+GENERATORS = {
+    "needle": gen_needle,
+    "common_word": gen_common_word,
+    "fact_mc": gen_fact_mc,
+    "addition": gen_addition,
+    "var_track": gen_var_track,
+}
+TASKS = tuple(GENERATORS)
+
+
+def sample(task: str, rng: random.Random, difficulty: Difficulty = TRAIN_DIFFICULTY,
+           curriculum: Curriculum | None = None, questions: int = 1) -> dict:
+    """One item of ``task`` drawn from ``rng``."""
+    return GENERATORS[task](rng, difficulty, curriculum, questions)
+
+
+def training_text(item: dict) -> tuple[str, list[tuple[int, int]]]:
+    """The full training text of an item and the word spans (start, end) that carry
+    loss: every answer plus its terminating ``.``."""
+    words = item["prompt"].split()
+    spans = []
+    for q, a in [(None, item["answer"])] + [(m["question"], m["answer"]) for m in
+                                           item.get("more", [])]:
+        if q is not None:
+            words += q.split()
+        start = len(words)
+        words += a.split() + ["."]
+        spans.append((start, len(words)))
+    return " ".join(words), spans
+
+
+EVAL_SEED = 20261202
+EVAL_ITEMS_PER_TASK = 100
+
+
+def make_eval_items(task: str, n: int = EVAL_ITEMS_PER_TASK, seed: int = EVAL_SEED,
+                    difficulty: Difficulty = EVAL_DIFFICULTY) -> list[dict]:
+    """The evaluation split of one task: deterministic in (task, n, seed)."""
+    rng = random.Random(f"{seed}:{task}")
+    items = []
+    seen = set()
+    while len(items) < n:
+        it = sample(task, rng, difficulty)
+        if it["prompt"] in seen:
+            continue
+        seen.add(it["prompt"])
+        it["id"] = f"{task}-{len(items):04d}"
+        items.append(it)
+    return items

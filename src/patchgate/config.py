@@ -1,0 +1,139 @@
+"""Profiles: everything one gate run needs to know, with defaults written once.
+
+A profile names the model, the engine and its settings, the scenario lengths, the
+accuracy guard and the thresholds. ``PROFILES`` holds the built-in ones; paths are
+relative to the repository root (:func:`repo_root`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import PatchgateError
+
+BATCH_SIZES = (1, 8, 64)
+SCORE_WEIGHTS = {1: 0.4, 8: 0.3, 64: 0.3}  # S1, S8, Sinf
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """Token lengths of the two phases (every request of a batch has exactly these)."""
+
+    prefill_input: int
+    prefill_output: int
+    decode_input: int
+    decode_output: int
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    accuracy_reject: float = 0.99  # relative accuracy below this rejects
+    c_low: float = 0.97  # C = 0 below, linear up to c_high
+    c_high: float = 0.99
+    latency: float = 0.05  # a scenario regresses if slower by more than this ...
+    alpha: float = 0.05  # ... and the difference is significant at this level
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    model: str  # a folder (relative to the repo root or absolute)
+    engine: str  # "transformers" | "sglang"
+    lengths: Lengths
+    device: str = "cpu"
+    dtype: str = "float32"
+    threads: int | None = None  # CPU threads for the transformers engine; None: all cores
+    engine_args: dict = field(default_factory=dict)  # engine settings (SGLang ServerArgs)
+    batch_sizes: tuple[int, ...] = BATCH_SIZES
+    rounds: int = 10  # timed rounds per configuration and scenario
+    warmup: int = 1  # thrown-away rounds before timing
+    tasks: tuple[str, ...] = ("default_suite",)
+    task_path: str = "guards/tasks"
+    guard: str = "lm_eval"  # "lm_eval" | "token_agreement" (random weights)
+    eval_batch_size: int = 16
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    seed: int = 0
+
+    def model_path(self, root: Path | None = None) -> Path:
+        p = Path(self.model)
+        return p if p.is_absolute() else (root or repo_root()) / p
+
+    def with_overrides(self, **kw) -> Profile:
+        return dataclasses.replace(self, **kw)
+
+
+def repo_root() -> Path:
+    """The checkout this package runs from (the folder holding pyproject.toml)."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "pyproject.toml").exists() and (parent / "model_patches").exists():
+            return parent
+    return Path.cwd()
+
+
+PROFILES: dict[str, Profile] = {
+    p.name: p
+    for p in (
+        Profile(
+            name="default",
+            description="embedded default MiniCPM on CPU through transformers (runs anywhere)",
+            model="models/default",
+            engine="transformers",
+            lengths=Lengths(prefill_input=256, prefill_output=1, decode_input=16,
+                            decode_output=32),
+            rounds=10,
+        ),
+        Profile(
+            name="h200-default",
+            description="embedded default MiniCPM on one H200 through SGLang",
+            model="models/default",
+            engine="sglang",
+            device="cuda",
+            dtype="bfloat16",
+            lengths=Lengths(prefill_input=2048, prefill_output=1, decode_input=128,
+                            decode_output=256),
+            engine_args={"disable_prefill_cuda_graph": True},
+            rounds=10,
+            eval_batch_size=64,
+        ),
+        Profile(
+            name="h200-minicpm8b-dummy",
+            description="MiniCPM4-8B-shaped model with random weights on one H200 (SGLang); "
+            "the guard compares greedy tokens with the reference",
+            model="models/minicpm4-8b-dummy",
+            engine="sglang",
+            device="cuda",
+            dtype="bfloat16",
+            lengths=Lengths(prefill_input=2048, prefill_output=1, decode_input=128,
+                            decode_output=256),
+            engine_args={"load_format": "dummy"},
+            rounds=5,
+            guard="token_agreement",
+        ),
+        Profile(
+            name="target-template",
+            description="template for the real target (MiniCPM-SALA or any model path) on "
+            "your own GPU runner; copy and set model",
+            model="/path/to/MiniCPM-SALA",
+            engine="sglang",
+            device="cuda",
+            dtype="bfloat16",
+            lengths=Lengths(prefill_input=4096, prefill_output=1, decode_input=128,
+                            decode_output=512),
+            rounds=5,
+        ),
+    )
+}
+
+
+def get_profile(name: str) -> Profile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise PatchgateError(
+            f"unknown profile {name!r}",
+            hint=f"choose one of: {', '.join(sorted(PROFILES))}",
+        ) from None

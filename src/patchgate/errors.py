@@ -1,0 +1,26 @@
+"""The one exception type users see, and the exit codes of the CLI.
+
+Every error a user can cause or fix (a broken patch, a corrupt baseline, an engine
+that fails, an interrupted run) is a :class:`PatchgateError`: a one-line ``message``
+saying what went wrong and where (file or step), and a ``hint`` saying what to do
+next. The CLI catches it once, prints ``ERROR <message>`` and ``  hint: <hint>``, and
+exits with :data:`EXIT_ERROR`. Anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+EXIT_ACCEPTED = 0  # the change passed every check
+EXIT_REJECTED = 1  # the change was evaluated and rejected
+EXIT_ERROR = 2  # bad input, engine failure or interruption: no verdict
+
+
+class PatchgateError(Exception):
+    """A user-facing error: ``message`` (what and where) and ``hint`` (next step)."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message} (hint: {self.hint})"

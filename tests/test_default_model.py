@@ -1,0 +1,137 @@
+"""The embedded default model and its task suite (models/default, guards/tasks)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from guards import build_tasks
+from models import synthtasks as st
+from models import train_default
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL = ROOT / "models" / "default"
+
+
+def card_checksums() -> dict[str, str]:
+    text = (MODEL / "README.md").read_text()
+    rows = re.findall(r"^\|\s*`([^`]+)`\s*\|\s*`([0-9a-f]{64})`\s*\|", text, flags=re.M)
+    return dict(rows)
+
+
+def test_checksums_match_the_card():
+    sums = card_checksums()
+    assert {"model.safetensors", "config.json", "tokenizer.json",
+            "modeling_minicpm.py", "configuration_minicpm.py"} <= set(sums)
+    for name, digest in sums.items():
+        assert hashlib.sha256((MODEL / name).read_bytes()).hexdigest() == digest, name
+
+
+def test_model_size_and_context():
+    total = sum(p.stat().st_size for p in MODEL.iterdir() if p.is_file())
+    assert total <= 20 * 2**20
+    cfg = json.loads((MODEL / "config.json").read_text())
+    assert cfg["model_type"] == "minicpm"
+    assert cfg["architectures"] == ["MiniCPMForCausalLM"]
+    assert cfg["max_position_embeddings"] >= 2048
+    assert cfg["hidden_size"] // cfg["num_attention_heads"] in (64, 128)
+    for key in ("scale_emb", "scale_depth", "dim_model_base"):
+        assert key in cfg
+
+
+@pytest.fixture(scope="module")
+def model_and_tokenizer():
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(MODEL, trust_remote_code=True,
+                                                 dtype=torch.float32)
+    return model.eval(), AutoTokenizer.from_pretrained(MODEL)
+
+
+def test_model_loads_and_answers_eval_items(model_and_tokenizer):
+    import torch
+
+    model, tok = model_and_tokenizer
+    items = [st.make_eval_items(t, 3)[0] for t in ("addition", "var_track", "needle")]
+    right = 0
+    for it in items:
+        enc = tok(it["prompt"], return_tensors="pt")
+        with torch.no_grad():
+            out = model.generate(**enc, max_new_tokens=6, do_sample=False)
+        text = tok.decode(out[0, enc["input_ids"].shape[1]:]).split(".")[0].strip()
+        right += text == it["answer"]
+    assert right >= 2  # a trained model, not random weights
+
+
+def test_batched_left_padded_generation_matches_single(model_and_tokenizer):
+    import torch
+
+    model, tok = model_and_tokenizer
+    prompts = [it["prompt"] for it in st.make_eval_items("addition", 4)]
+    prompts[1] = st.make_eval_items("var_track", 1)[0]["prompt"]  # a longer one: padding
+    singles = []
+    for p in prompts:
+        enc = tok(p, return_tensors="pt")
+        with torch.no_grad():
+            o = model.generate(**enc, max_new_tokens=5, do_sample=False)
+        singles.append(o[0, enc["input_ids"].shape[1]:].tolist())
+    tok.padding_side = "left"
+    enc = tok(prompts, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        o = model.generate(**enc, max_new_tokens=5, do_sample=False)
+    assert [row.tolist() for row in o[:, enc["input_ids"].shape[1]:]] == singles
+
+
+def test_tokenizer_round_trips_task_text():
+    tok = st.build_tokenizer()
+    for task in st.TASKS:
+        item = st.make_eval_items(task, 2)[1]
+        text, _ = st.training_text(item)
+        ids = tok.encode(text).ids
+        assert 3 not in ids  # no <unk>
+        assert tok.decode(ids) == text
+
+
+def test_generator_is_deterministic():
+    for task in st.TASKS:
+        assert st.make_eval_items(task, 5) == st.make_eval_items(task, 5)
+        a = st.sample(task, random.Random(7))
+        b = st.sample(task, random.Random(7))
+        assert a == b
+    assert st.make_eval_items("needle", 3, seed=1) != st.make_eval_items("needle", 3, seed=2)
+
+
+def test_committed_task_data_matches_generator():
+    assert build_tasks.main(["--check"]) == 0
+
+
+def test_eval_items_have_the_stated_shape():
+    for task in st.TASKS:
+        rows = [json.loads(x) for x in (ROOT / "guards/tasks" / f"{task}.jsonl").open()]
+        assert len(rows) >= 100
+        assert len({r["prompt"] for r in rows}) == len(rows)
+    tok = st.build_tokenizer()
+    needle = [json.loads(x) for x in (ROOT / "guards/tasks/needle.jsonl").open()]
+    lengths = [len(tok.encode(r["prompt"]).ids) for r in needle]
+    assert max(lengths) <= 1500 and max(lengths) >= 1200
+
+
+def test_training_never_draws_an_eval_item():
+    exclude = train_default.eval_prompts()
+    assert len(exclude) == 100 * len(st.TASKS)
+    rng = random.Random("train:1234:0")
+    for task in st.TASKS:
+        for _ in range(300):
+            assert train_default.draw(rng, task, None, exclude)["prompt"] not in exclude
+
+
+def test_exclusion_filter_skips_a_planted_item():
+    planted = train_default.draw(random.Random(5), "addition", None, set())
+    again = train_default.draw(random.Random(5), "addition", None, {planted["prompt"]})
+    assert again["prompt"] != planted["prompt"]
