@@ -93,13 +93,19 @@ class BaselineStore:
 
         Every envelope is validated and serialized before anything is written.
         """
+        files = self.render_many(envelopes)
+        storage.atomic_write_many(files)
+        return list(files)
+
+    def render_many(self, envelopes: dict[str, dict]) -> dict[Path, str]:
+        """Validate and serialize results: ``{path: text}`` ready for one atomic write
+        (with other files, e.g. the change log, through ``storage.atomic_write_many``)."""
         files: dict[Path, str] = {}
         for role, envelope in envelopes.items():
             path = self.path(role)
             self._check(envelope, role, path)
             files[path] = storage.json_text(envelope, path)
-        storage.atomic_write_many(files)
-        return list(files)
+        return files
 
     def _check(self, envelope: dict, role: str, path: Path) -> None:
         self.validate(envelope, path)

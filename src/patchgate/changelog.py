@@ -57,6 +57,11 @@ def append_entry(path: Path, entry: str) -> None:
     """
     path = Path(path)
     text = path.read_text(encoding="utf-8") if path.exists() else ""
+    storage.atomic_write_text(path, with_entry(text, entry))
+
+
+def with_entry(text: str, entry: str) -> str:
+    """``text`` (a CHANGELOG.md's content, maybe empty) with ``entry`` added to the log."""
     lines = (text if text.strip() else _NEW_FILE).removesuffix("\n").split("\n")
     block = entry.strip("\n").split("\n")
     headings = _headings(lines)
@@ -73,7 +78,7 @@ def append_entry(path: Path, entry: str) -> None:
         rest = lines[end:]
     if rest:
         new += [""] + rest
-    storage.atomic_write_text(path, "\n".join(new) + "\n")
+    return "\n".join(new) + "\n"
 
 
 def result_sentence(verdict: dict) -> str:

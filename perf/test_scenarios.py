@@ -1,0 +1,35 @@
+"""The six latency scenarios as pytest-benchmark tests.
+
+    pytest perf/                           # measure (candidate: every patch in model_patches/)
+    pytest perf/ --benchmark-compare       # ... and compare with the committed baseline
+    pytest perf/ --benchmark-save=current  # store a new baseline run
+
+Each test times one static batch: prefill (long input, one output token) or decode
+(short input, long output), at batch 1, 8, 64; a warm-up round is thrown away.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from patchgate.config import get_profile
+from patchgate.scenarios import make_scenarios, prompt_ids
+
+from .conftest import profile_name
+
+SCENARIOS = make_scenarios(get_profile(profile_name()))
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+def test_scenario(benchmark, engine, profile, scenario):
+    batch = prompt_ids(scenario, engine.vocab_size, profile.seed)
+    benchmark.group = scenario.phase
+    benchmark.extra_info.update(scenario.record())
+
+    def run():
+        engine.generate(batch, scenario.output_len)
+        engine.synchronize()
+
+    benchmark.pedantic(run, rounds=profile.rounds, warmup_rounds=profile.warmup, iterations=1)
+    out = engine.generate(batch, scenario.output_len)
+    assert [len(r) for r in out] == [scenario.output_len] * scenario.batch_size

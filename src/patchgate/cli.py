@@ -1,0 +1,138 @@
+"""Command line: ``patchgate guard | report | profiles``.
+
+Exit codes: 0 accepted (or a command that succeeded), 1 rejected, 2 error (bad
+input, engine failure, interruption). Errors are printed once, as
+``ERROR <what went wrong>`` and a hint, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .config import PROFILES, get_profile, repo_root
+from .errors import EXIT_ACCEPTED, EXIT_ERROR, EXIT_REJECTED, PatchgateError
+
+
+def _parser() -> argparse.ArgumentParser:
+    root = repo_root()
+    ap = argparse.ArgumentParser(prog="patchgate", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    g = sub.add_parser("guard", help="run the gate on a profile: six scenarios + accuracy guard")
+    g.add_argument("--profile", default="default", help="profile name (see `patchgate profiles`)")
+    g.add_argument("--patches", type=Path, default=root / "model_patches",
+                   help="folder of NNNN-slug.py patches (default: model_patches/)")
+    g.add_argument("--baselines", type=Path, default=root / "baselines",
+                   help="folder of stored results (default: baselines/)")
+    g.add_argument("--changelog", type=Path, default=root / "CHANGELOG.md")
+    g.add_argument("--json", type=Path, help="write the verdict JSON here")
+    g.add_argument("--markdown", type=Path, help="write the markdown report here")
+    g.add_argument("--accept", action="store_true",
+                   help="if accepted: update baselines/ and append the change-log entry")
+    g.add_argument("--record", action="store_true",
+                   help="if rejected: append a change-log entry anyway")
+    g.add_argument("--rounds", type=int, help="timed rounds per scenario (profile default)")
+    g.add_argument("--force-environment", action="store_true",
+                   help="use stored results from another environment (not recommended)")
+    g.add_argument("--quiet", action="store_true", help="no progress output")
+
+    r = sub.add_parser("report", help="render a verdict JSON as markdown or text")
+    r.add_argument("verdict", type=Path)
+    r.add_argument("--format", choices=("markdown", "text"), default="markdown")
+    r.add_argument("--output", type=Path, help="write here instead of stdout")
+
+    sub.add_parser("profiles", help="list the built-in profiles")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    run = None
+    try:
+        if args.command == "profiles":
+            for p in PROFILES.values():
+                print(f"{p.name:22s} {p.engine:12s} {p.description}")
+            return EXIT_ACCEPTED
+        if args.command == "report":
+            return _report(args)
+        from .gate import GuardOptions, Run, print_report, run_guard
+
+        profile = get_profile(args.profile)
+        if args.rounds is not None:
+            if args.rounds < 2:
+                raise PatchgateError("--rounds must be at least 2", hint="use 5 or more")
+            profile = profile.with_overrides(rounds=args.rounds)
+        opts = GuardOptions(profile=profile, patches_dir=args.patches,
+                            baselines_dir=args.baselines, changelog=args.changelog,
+                            json_path=args.json, accept=args.accept, record=args.record,
+                            force_environment=args.force_environment, quiet=args.quiet)
+        run = Run(opts)
+        verdict = run_guard(opts, run)
+        print_report(verdict)
+        if args.markdown:
+            from .report import render_markdown
+            from .storage import atomic_write_text
+
+            atomic_write_text(args.markdown, render_markdown(verdict))
+        return EXIT_ACCEPTED if verdict["verdict"] == "accepted" else EXIT_REJECTED
+    except PatchgateError as e:
+        _error(e.message, e.hint)
+        _error_json(args, e.message)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        step = run.step if run else "start-up"
+        msg = f"interrupted during {step}; nothing under baselines/ or CHANGELOG.md was written"
+        _error(msg, "run the command again to get a verdict")
+        _error_json(args, msg)
+        return EXIT_ERROR
+
+
+def _error(message: str, hint: str) -> None:
+    print(f"ERROR {message}", file=sys.stderr)
+    if hint:
+        print(f"  hint: {hint}", file=sys.stderr)
+
+
+def _error_json(args, message: str) -> None:
+    path = getattr(args, "json", None)
+    if path is None:
+        return
+    from .storage import atomic_write_json
+    from .verdict import error_verdict
+
+    try:
+        atomic_write_json(path, error_verdict(getattr(args, "profile", "?"), message))
+    except (OSError, PatchgateError):
+        pass
+
+
+def _report(args) -> int:
+    from .report import render_markdown, render_terminal
+    from .storage import read_json
+
+    verdict = read_json(args.verdict, hint="pass a file written by `patchgate guard --json`")
+    for key in ("schema_version", "verdict", "reasons", "scenarios"):
+        if key not in verdict:
+            raise PatchgateError(f"{args.verdict}: not a verdict file (no {key!r})",
+                                 hint="pass a file written by `patchgate guard --json`")
+    text = render_markdown(verdict) if args.format == "markdown" else render_terminal(verdict)
+    if args.output:
+        from .storage import atomic_write_text
+
+        atomic_write_text(args.output, text)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return EXIT_ACCEPTED
+
+
+def entrypoint() -> None:
+    raise SystemExit(main())
+
+
+if __name__ == "__main__":
+    entrypoint()
+
+
+__all__ = ["main", "entrypoint"]

@@ -1,0 +1,59 @@
+"""The engine protocol: the handful of verbs the gate needs from an inference engine.
+
+One engine instance holds one loaded, patched model (one configuration). Every verb
+takes and returns token ids; the accuracy guard and the latency scenarios use the
+same instance.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ..errors import PatchgateError
+
+
+class Engine(Protocol):
+    name: str  # "transformers" | "sglang"
+    vocab_size: int
+
+    def generate(self, batch: list[list[int]], max_new_tokens: int) -> list[list[int]]:
+        """Greedy, exactly ``max_new_tokens`` new tokens per row (EOS ignored)."""
+
+    def generate_until(self, prompts: list[list[int]], max_new_tokens: int,
+                       stop_ids: frozenset[int]) -> list[list[int]]:
+        """Greedy; a row ends after a token in ``stop_ids`` or ``max_new_tokens``."""
+
+    def loglikelihood(self, requests: list[tuple[list[int], list[int]]]
+                      ) -> list[tuple[float, bool]]:
+        """For each (context, continuation): sum of log p(continuation | context), and
+        whether greedy decoding would produce the continuation."""
+
+    def synchronize(self) -> None:
+        """Wait until queued device work is done (timing boundary)."""
+
+    def close(self) -> None:
+        """Release the model and any worker processes; safe to call twice."""
+
+
+def check_lengths(out: list[list[int]], rows: int, n: int, who: str) -> None:
+    """Every request returned exactly ``n`` tokens, or the engine is broken."""
+    if len(out) != rows or any(len(r) != n for r in out):
+        got = sorted({len(r) for r in out})
+        raise PatchgateError(
+            f"engine {who} returned {len(out)} rows with lengths {got}; expected {rows} x {n}",
+            hint="the engine must honour fixed output lengths (ignore EOS); check its settings",
+        )
+
+
+def load_engine(profile, patches, label: str) -> Engine:
+    """The engine named by ``profile.engine``, loaded with ``patches`` applied."""
+    if profile.engine == "transformers":
+        from .transformers import TransformersEngine
+
+        return TransformersEngine(profile, patches, label)
+    if profile.engine == "sglang":
+        from .sglang import SGLangEngine
+
+        return SGLangEngine(profile, patches, label)
+    raise PatchgateError(f"profile {profile.name}: unknown engine {profile.engine!r}",
+                         hint="use 'transformers' or 'sglang'")

@@ -1,0 +1,257 @@
+"""One guard run: patches -> engines -> six scenarios -> accuracy -> verdict -> files.
+
+Three configurations are compared side by side in this process, on this machine:
+
+- candidate: every patch that applies to the profile's engine;
+- current: the patches already accepted (named, with the same content hash, in
+  ``baselines/<profile>/current.json``);
+- reference: no patches (the unpatched model), for accuracy and the score.
+
+Configurations with the same patch set share one engine. Latency is always
+measured now. The reference's accuracy is loaded from ``reference.json`` only when
+its environment fingerprint equals this machine's; otherwise it is measured now.
+The verdict says which numbers were measured and which were loaded.
+
+Nothing under ``baselines/`` or CHANGELOG.md is written unless the run completes:
+``--accept`` (accepted runs) replaces both baselines and appends the change-log
+entry in one atomic step; ``--record`` logs a rejected run too.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from . import accuracy as acc
+from . import baselines, changelog, environment, storage
+from .config import Profile, repo_root
+from .engines import load_engine
+from .errors import PatchgateError
+from .measure import measure
+from .patches import Patch, content_key, discover, skipped
+from .report import render_terminal
+from .scenarios import make_scenarios
+from .verdict import accuracy_block, compare_scenarios, decide
+
+LABELS = ("candidate", "current", "reference")
+
+
+@dataclass
+class GuardOptions:
+    profile: Profile
+    patches_dir: Path
+    baselines_dir: Path
+    changelog: Path
+    json_path: Path | None = None
+    accept: bool = False
+    record: bool = False
+    force_environment: bool = False
+    quiet: bool = False
+
+
+@dataclass
+class Run:
+    """State of a run in progress (the CLI reads ``step`` when interrupted)."""
+
+    opts: GuardOptions
+    step: str = "starting"
+    timings: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    _t: float = field(default_factory=time.perf_counter)
+
+    def enter(self, step: str) -> None:
+        now = time.perf_counter()
+        self.timings[self.step] = round(self.timings.get(self.step, 0) + now - self._t, 2)
+        self.step, self._t = step, now
+        self.say(f"[patchgate] {step}")
+
+    def say(self, text: str) -> None:
+        if not self.opts.quiet:
+            print(text, file=sys.stderr, flush=True)
+
+
+def _progress(total: int | None, desc: str, quiet: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="call", disable=quiet, file=sys.stderr,
+                dynamic_ncols=True, leave=False)
+
+
+def plan(patches: list[Patch], engine: str, current: dict | None
+         ) -> tuple[dict[str, list[Patch]], list[str]]:
+    """The patch set of each configuration, and notes about the plan."""
+    notes = [f"{p.name} does not apply to engine {engine} (ENGINES={list(p.engines)}): skipped"
+             for p in skipped(patches, engine)]
+    applicable = [p for p in patches if p.applies_to(engine)]
+    accepted = {(p["name"], p["sha256"]) for p in (current or {}).get("patches", [])}
+    cur = [p for p in applicable if (p.name, p.sha256) in accepted]
+    present = {(p.name, p.sha256) for p in applicable}
+    for name, digest in sorted(accepted - present):
+        notes.append(f"{name} is in the current baseline but not in the patch folder "
+                     f"(or its content changed, sha256 {digest[:12]}...)")
+    for p in applicable:
+        if (p.name, p.sha256) not in accepted:
+            notes.append(f"new: {p.name} — {p.title}")
+    return {"candidate": applicable, "current": cur, "reference": []}, notes
+
+
+def run_guard(opts: GuardOptions, run: Run | None = None) -> dict:
+    """Run the gate; returns the verdict dict (and writes files as the options say)."""
+    run = run or Run(opts)
+    prof = opts.profile
+    run.enter("validating patches")
+    patches = discover(opts.patches_dir)
+    store = baselines.BaselineStore(opts.baselines_dir, prof.name)
+    run.enter("loading baselines")
+    stored = {role: store.load(role) for role in ("reference", "current")}
+    sets, run.notes = plan(patches, prof.engine, stored["current"])
+    keys = {label: content_key(ps) for label, ps in sets.items()}
+    unique = list(dict.fromkeys(keys.values()))
+    engines = {}
+    try:
+        for key in unique:
+            label = next(lb for lb in LABELS if keys[lb] == key)
+            names = [lb for lb in LABELS if keys[lb] == key]
+            run.enter(f"loading engine for {'+'.join(names)} ({len(sets[label])} patches)")
+            engines[key] = load_engine(prof, sets[label], label)
+        env = environment.fingerprint(prof.engine, prof.device)
+        verdict = _evaluate(run, prof, sets, keys, engines, stored, env)
+    finally:
+        for eng in engines.values():
+            eng.close()
+    verdict["timings_s"] = run.timings
+    run.enter("writing results")
+    _write(opts, store, verdict, sets, stored, env)
+    run.enter("done")
+    return verdict
+
+
+def _evaluate(run, prof, sets, keys, engines, stored, env) -> dict:
+    scenarios = make_scenarios(prof)
+    by_key = {k: engines[k] for k in dict.fromkeys(keys.values())}
+    calls = (prof.warmup + prof.rounds) * len(scenarios) * len(by_key)
+    run.enter(f"latency: {len(scenarios)} scenarios x {len(by_key)} configurations x "
+              f"{prof.rounds} rounds (+{prof.warmup} warm-up), interleaved")
+    with _progress(calls, "latency", run.opts.quiet) as bar:
+        samples = measure(by_key, scenarios, prof.rounds, prof.warmup, prof.seed, bar)
+    s = {label: samples[keys[label]] for label in LABELS}
+    run.enter("accuracy: candidate")
+    cand_acc = _accuracy(run, prof, engines[keys["candidate"]])
+    ref_acc, ref_source = None, "measured now"
+    if keys["reference"] == keys["candidate"]:
+        ref_acc, ref_source = cand_acc, "measured now (the candidate has no patches)"
+    elif _reusable(run, stored["reference"], env):
+        ref_acc = stored["reference"]["accuracy"]
+        ref_source = f"loaded from {_rel(run.opts.baselines_dir)}/{prof.name}/reference.json"
+    else:
+        run.enter("accuracy: reference (no stored result from this environment)")
+        ref_acc = _accuracy(run, prof, engines[keys["reference"]])
+    ref_items, cand_items = acc.paired_scores(ref_acc, cand_acc)
+    accuracy = accuracy_block(ref_items, cand_items, ref_acc, cand_acc, prof)
+    accuracy["reference_source"] = ref_source
+    compared_with = "current baseline" if keys["current"] != keys["reference"] or \
+        stored["current"] else "reference"
+    rows = compare_scenarios(scenarios, s["candidate"], s["current"], s["reference"], prof)
+    verdict = decide(prof, rows, accuracy, compared_with=compared_with)
+    same = keys["candidate"] == keys["current"]
+    if same:
+        run.notes.append("the candidate is the current baseline (no new or changed patches): "
+                         "its latency is compared with itself")
+    verdict.update({
+        "profile": prof.name,
+        "patches": {label: [p.record() for p in sets[label]] for label in LABELS},
+        "new_patches": [p.name for p in sets["candidate"] if p not in sets["current"]],
+        "environment": env,
+        "measured": {"latency": "measured now, side by side, rounds interleaved",
+                     "candidate_accuracy": "measured now", "reference_accuracy": ref_source},
+        "notes": run.notes,
+        "_samples": s, "_accuracy": {"candidate": cand_acc, "reference": ref_acc},
+        "_scenarios": scenarios,
+    })
+    return verdict
+
+
+def _reusable(run, stored: dict | None, env: dict) -> bool:
+    """A stored reference accuracy stands in for a measurement only from this very
+    environment (or with --force-environment, with the differences noted)."""
+    if not stored or not stored.get("accuracy"):
+        return False
+    diff = environment.same_environment(stored["environment"], env)
+    if diff and run.opts.force_environment:
+        run.notes.append("stored reference accuracy from another environment used "
+                         f"(--force-environment): {', '.join(diff)} differ")
+        return True
+    return not diff
+
+
+def _accuracy(run, prof, engine) -> dict:
+    if prof.guard != "lm_eval":
+        raise PatchgateError(f"profile {prof.name}: guard {prof.guard!r} is not available "
+                             "for this engine", hint="use guard='lm_eval'")
+    task_path = Path(prof.task_path)
+    if not task_path.is_absolute():
+        task_path = repo_root() / task_path
+    with _progress(None, "accuracy", run.opts.quiet) as bar:
+        return acc.run_guard_tasks(engine, engine.tokenizer, prof.tasks, str(task_path),
+                                   prof.eval_batch_size, bar)
+
+
+def _rel(p: Path) -> str:
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)
+
+
+def public(verdict: dict) -> dict:
+    """The verdict without the private fields (raw data kept for the baselines)."""
+    return {k: v for k, v in verdict.items() if not k.startswith("_")}
+
+
+def _write(opts: GuardOptions, store, verdict, sets, stored, env) -> None:
+    files: dict[Path, str] = {}
+    accepted = verdict["verdict"] == "accepted"
+    log_it = (opts.accept and accepted) or (opts.record and not accepted)
+    if opts.accept and accepted:
+        files.update(store.render_many(_envelopes(opts, verdict, sets, env)))
+    if log_it and verdict["new_patches"]:
+        old = opts.changelog.read_text(encoding="utf-8") if opts.changelog.exists() else ""
+        files[opts.changelog] = changelog.with_entry(old, _entry(verdict, sets))
+    elif log_it:
+        verdict["notes"].append("no new or changed patches: no change-log entry")
+    if opts.accept and not accepted:
+        verdict["notes"].append("not accepted: baselines/ and CHANGELOG.md left as they were")
+    if opts.json_path:
+        files[opts.json_path] = storage.json_text(public(verdict), opts.json_path)
+    if files:
+        storage.atomic_write_many(files)
+
+
+def _envelopes(opts, verdict, sets, env) -> dict[str, dict]:
+    commit = baselines.git_commit(opts.baselines_dir.parent)
+    out = {}
+    for role, label in (("reference", "reference"), ("current", "candidate")):
+        scen = {s.name: s.record() | {"samples_s": verdict["_samples"][label][s.name]}
+                for s in verdict["_scenarios"]}
+        out[role] = baselines.make_envelope(
+            opts.profile.name, role, env, [p.record() for p in sets[label]], scen,
+            verdict["_accuracy"][label], commit=commit,
+            extra={"score": verdict["score"], "S": verdict["S"], "C": verdict["C"],
+                   "accuracy_ratio": verdict["accuracy"]["ratio"]} if role == "current" else None)
+    return out
+
+
+def _entry(verdict: dict, sets) -> str:
+    new = [p for p in sets["candidate"] if p.name in verdict["new_patches"]]
+    title = "; ".join(p.title for p in new)
+    description = " ".join(p.description.split("\n\n")[0] for p in new)
+    date = datetime.now(UTC).strftime("%Y-%m-%d")
+    return changelog.format_entry(date, title, description, verdict["verdict"],
+                                  changelog.result_sentence(verdict), [p.name for p in new])
+
+
+def print_report(verdict: dict) -> None:
+    print(render_terminal(verdict))

@@ -1,0 +1,105 @@
+"""Rendering of a verdict dict: terminal text and markdown (job summary / PR comment).
+
+Pure functions: a verdict dict in, a string out. Marks follow asv: ``+`` slower,
+``-`` faster (both significant and beyond the threshold), ``~`` beyond the
+threshold but not significant, blank otherwise.
+"""
+
+from __future__ import annotations
+
+from tabulate import tabulate
+
+HEADERS = ["scenario", "in->out", "reference", "baseline", "new", "ratio", "", "p", "detectable"]
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{1000 * x:.2f} ms" if x < 10 else f"{x:.2f} s"
+
+
+def scenario_rows(verdict: dict) -> list[list[str]]:
+    return [[
+        r["name"], f"{r['batch_size']}x{r['input_len']}->{r['output_len']}",
+        _ms(r["reference_median_s"]), _ms(r["baseline_median_s"]), _ms(r["median_s"]),
+        f"{r['ratio']:.3f}", r["mark"].strip() or " ", f"{r['p_value']:.2g}",
+        f"{100 * r['detectable']:.1f} %",
+    ] for r in verdict["scenarios"]]
+
+
+def accuracy_lines(verdict: dict) -> list[str]:
+    a = verdict["accuracy"]
+    if a is None:
+        return []
+    lines = [
+        f"accuracy {a['candidate']:.4f} vs reference {a['reference']:.4f}: "
+        f"{100 * a['ratio']:.2f} % (95 % paired bootstrap CI {100 * a['ci_low']:.2f}-"
+        f"{100 * a['ci_high']:.2f} %; limit {100 * a['threshold']:.0f} %)",
+        f"items: {a['n']}, right->wrong {a['flipped_to_wrong']}, "
+        f"wrong->right {a['flipped_to_right']}, McNemar exact p={a['p_value']:.3g}",
+    ]
+    if a.get("mode"):
+        lines.append(f"guard: {a['mode']}")
+    return lines
+
+
+def task_rows(verdict: dict) -> list[list[str]]:
+    a = verdict["accuracy"] or {}
+    return [[t, v["metric"], f"{v['reference']:.3f}", f"{v['candidate']:.3f}",
+             f"{100 * v['ratio']:.1f} %"] for t, v in a.get("per_task", {}).items()]
+
+
+def _summary(verdict: dict) -> str:
+    if verdict["verdict"] == "error":
+        return "ERROR"
+    s = verdict["S"]
+    return (f"{verdict['verdict'].upper()}  score {verdict['score']:.1f}  "
+            f"(S1 {s['1']:.1f}, S8 {s['8']:.1f}, Sinf {s['inf']:.1f}, C {verdict['C']:.2f})")
+
+
+def render_terminal(verdict: dict) -> str:
+    out = []
+    if verdict["scenarios"]:
+        out.append(tabulate(scenario_rows(verdict), headers=HEADERS, tablefmt="simple",
+                            disable_numparse=True))
+        out.append("")
+    out += accuracy_lines(verdict)
+    if task_rows(verdict):
+        out.append(tabulate(task_rows(verdict),
+                            headers=["task", "metric", "reference", "new", "ratio"],
+                            tablefmt="simple", disable_numparse=True))
+    for note in verdict.get("notes", []):
+        out.append(f"note: {note}")
+    out.append("")
+    out.append(_summary(verdict))
+    out += [f"  - {r}" for r in verdict["reasons"]]
+    return "\n".join(out)
+
+
+def render_markdown(verdict: dict) -> str:
+    """The PR comment / job summary. Starts with a marker so a bot can update it in place."""
+    icon = {"accepted": "✅", "rejected": "❌"}.get(verdict["verdict"], "⚠️")
+    out = ["<!-- patchgate-report -->",
+           f"## {icon} patchgate: {verdict['verdict']} ({verdict.get('profile', '?')})", ""]
+    if verdict["verdict"] != "error":
+        s = verdict["S"]
+        out.append(f"**score {verdict['score']:.1f}** = (0.4 x S1 {s['1']:.1f} + 0.3 x S8 "
+                   f"{s['8']:.1f} + 0.3 x Sinf {s['inf']:.1f}) x C {verdict['C']:.2f}")
+        out.append("")
+    if verdict["reasons"]:
+        out += [f"- {r}" for r in verdict["reasons"]] + [""]
+    if verdict["scenarios"]:
+        out.append(tabulate(scenario_rows(verdict), headers=HEADERS, tablefmt="github",
+                            disable_numparse=True))
+        out += ["", "`+` slower, `-` faster (significant, beyond the threshold), "
+                "`~` beyond the threshold but not significant.", ""]
+    if verdict["accuracy"]:
+        out += [f"- {line}" for line in accuracy_lines(verdict)] + [""]
+        out.append(tabulate(task_rows(verdict),
+                            headers=["task", "metric", "reference", "new", "ratio"],
+                            tablefmt="github", disable_numparse=True))
+        out.append("")
+    patches = verdict.get("patches", {})
+    if patches.get("candidate"):
+        out.append("Patches: " + ", ".join(f"`{p['name']}`" for p in patches["candidate"]))
+    for note in verdict.get("notes", []):
+        out.append(f"- {note}")
+    return "\n".join(out).rstrip() + "\n"
