@@ -19,6 +19,7 @@ entry in one atomic step; ``--record`` logs a rejected run too.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ from .scenarios import make_scenarios
 from .verdict import accuracy_block, compare_scenarios, decide
 
 LABELS = ("candidate", "current", "reference")
+HISTORY = "history.jsonl"
+HISTORY_SCHEMA_VERSION = 1
 
 
 @dataclass
@@ -116,7 +119,7 @@ def run_guard(opts: GuardOptions, run: Run | None = None) -> dict:
             label = next(lb for lb in LABELS if keys[lb] == key)
             names = [lb for lb in LABELS if keys[lb] == key]
             run.enter(f"loading engine for {'+'.join(names)} ({len(sets[label])} patches)")
-            engines[key] = load_engine(prof, sets[label], label)
+            engines[key] = load_engine(prof, sets[label], label, share=1 / len(unique))
         env = environment.fingerprint(prof.engine, prof.device)
         verdict = _evaluate(run, prof, sets, keys, engines, stored, env)
     finally:
@@ -220,6 +223,9 @@ def _write(opts: GuardOptions, store, verdict, sets, stored, env) -> None:
     if log_it and verdict["new_patches"]:
         old = opts.changelog.read_text(encoding="utf-8") if opts.changelog.exists() else ""
         files[opts.changelog] = changelog.with_entry(old, _entry(verdict, sets))
+        hist = store.root / opts.profile.name / HISTORY
+        old = hist.read_text(encoding="utf-8") if hist.exists() else ""
+        files[hist] = old + json.dumps(history_record(verdict), sort_keys=True) + "\n"
     elif log_it:
         verdict["notes"].append("no new or changed patches: no change-log entry")
     if opts.accept and not accepted:
@@ -228,6 +234,24 @@ def _write(opts: GuardOptions, store, verdict, sets, stored, env) -> None:
         files[opts.json_path] = storage.json_text(public(verdict), opts.json_path)
     if files:
         storage.atomic_write_many(files)
+
+
+def history_record(verdict: dict) -> dict:
+    """One line of ``baselines/<profile>/history.jsonl``: a logged change in brief
+    (what the trend plot and badges read)."""
+    return {
+        "schema_version": HISTORY_SCHEMA_VERSION,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "profile": verdict["profile"],
+        "verdict": verdict["verdict"],
+        "new_patches": verdict["new_patches"],
+        "patches": [p["name"] for p in verdict["patches"]["candidate"]],
+        "score": verdict["score"], "S": verdict["S"], "C": verdict["C"],
+        "accuracy_ratio": verdict["accuracy"]["ratio"],
+        "scenarios": {r["name"]: {"median_s": r["median_s"],
+                                  "reference_median_s": r["reference_median_s"]}
+                      for r in verdict["scenarios"]},
+    }
 
 
 def _envelopes(opts, verdict, sets, env) -> dict[str, dict]:

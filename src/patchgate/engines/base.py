@@ -45,8 +45,11 @@ def check_lengths(out: list[list[int]], rows: int, n: int, who: str) -> None:
         )
 
 
-def load_engine(profile, patches, label: str) -> Engine:
-    """The engine named by ``profile.engine``, loaded with ``patches`` applied."""
+def load_engine(profile, patches, label: str, share: float = 1.0) -> Engine:
+    """The engine named by ``profile.engine``, loaded with ``patches`` applied.
+
+    ``share`` is the fraction of the device this engine may take (several
+    configurations are loaded side by side)."""
     if profile.engine == "transformers":
         from .transformers import TransformersEngine
 
@@ -54,6 +57,6 @@ def load_engine(profile, patches, label: str) -> Engine:
     if profile.engine == "sglang":
         from .sglang import SGLangEngine
 
-        return SGLangEngine(profile, patches, label)
+        return SGLangEngine(profile, patches, label, share)
     raise PatchgateError(f"profile {profile.name}: unknown engine {profile.engine!r}",
                          hint="use 'transformers' or 'sglang'")

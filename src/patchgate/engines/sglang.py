@@ -1,0 +1,165 @@
+"""The SGLang engine: the offline ``sglang.Engine``, token ids in and out.
+
+Always ``skip_tokenizer_init=True`` and ``disable_radix_cache=True`` (a profile or
+patch that turns the radix cache on is refused); greedy (``temperature=0``);
+latency requests use ``ignore_eos=True`` and fixed output lengths, checked on
+every call. Patch ``SERVER_ARGS`` map one to one onto SGLang's ``ServerArgs``
+(unknown names are errors naming the patch); ``apply(model)`` runs inside the
+worker through :mod:`patchgate.engines.sglang_hook`. One engine per configuration,
+shut down on close, errors and Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from ..errors import PatchgateError
+from ..patches import merged_server_args
+from . import sglang_hook
+from .base import check_lengths
+
+FORCED = {"skip_tokenizer_init": True, "disable_radix_cache": True}
+
+
+def known_server_args() -> set[str] | None:
+    """Field names of SGLang's ServerArgs, or None where SGLang is not installed."""
+    try:
+        from sglang.srt.server_args import ServerArgs
+    except ImportError:
+        return None
+    return {f.name for f in dataclasses.fields(ServerArgs)}
+
+
+def server_args(profile, patches, known: set[str] | None = None, share: float = 1.0) -> dict:
+    """The keyword arguments of ``sglang.Engine`` for one configuration."""
+    args = {"model_path": str(profile.model_path()), "dtype": profile.dtype,
+            "trust_remote_code": True, "random_seed": profile.seed, "log_level": "error",
+            "mem_fraction_static": round(0.8 * share, 3)}
+    for key, value in profile.engine_args.items():
+        if key in FORCED and value != FORCED[key]:
+            raise PatchgateError(f"profile {profile.name}: engine_args sets {key}={value!r}; "
+                                 f"patchgate always runs with {key}={FORCED[key]!r}",
+                                 hint=f"remove {key} from the profile")
+        args[key] = value
+    for key, value in merged_server_args(patches, "sglang").items():
+        owner = next(p.name for p in patches if key in p.server_args)
+        if key in FORCED and value != FORCED[key]:
+            raise PatchgateError(f"patch {owner}: SERVER_ARGS sets {key}={value!r}; the radix "
+                                 "cache stays off and token ids stay untokenized in every run",
+                                 hint=f"remove {key} from the patch")
+        if known is not None and key not in known:
+            raise PatchgateError(f"patch {owner}: SERVER_ARGS sets {key!r}, which is not a "
+                                 "setting of SGLang's ServerArgs",
+                                 hint="check the name against `python -m sglang.launch_server "
+                                 "--help` (dashes become underscores)")
+        args[key] = value
+    args.update(FORCED)
+    return args
+
+
+class SGLangEngine:
+    name = "sglang"
+
+    def __init__(self, profile, patches, label: str, share: float = 1.0):
+        self.label = label
+        self.engine = None
+        self._tmp = tempfile.TemporaryDirectory(prefix="patchgate-sglang-")
+        folder = Path(self._tmp.name)
+        applicable = [p for p in patches if p.applies_to(self.name)]
+        known = known_server_args()
+        if known is None:
+            raise PatchgateError(f"profile {profile.name}: SGLang is not installed",
+                                 hint="install it with `pip install -e .[sglang]` on the GPU "
+                                 "machine")
+        args = server_args(profile, applicable, known, share)
+        pkg = None
+        if any(p.has_apply for p in applicable):
+            arch = sglang_hook.architecture(profile.model_path())
+            pkg = sglang_hook.write_package(folder, label, arch, applicable,
+                                            dummy=args.get("load_format") == "dummy")
+        env_before = {k: os.environ.get(k) for k in ("SGLANG_EXTERNAL_MODEL_PACKAGE",
+                                                      "PYTHONPATH")}
+        try:
+            if pkg:  # inherited by the worker processes SGLang starts
+                os.environ["SGLANG_EXTERNAL_MODEL_PACKAGE"] = pkg
+                os.environ["PYTHONPATH"] = os.pathsep.join(
+                    x for x in (str(folder), env_before["PYTHONPATH"]) if x)
+                sys.path.insert(0, str(folder))
+            import sglang
+
+            self.engine = sglang.Engine(**args)
+        except Exception as e:
+            err = sglang_hook.read_worker_error(folder, pkg) if pkg else None
+            self.close()
+            if err:
+                raise PatchgateError(
+                    f"patch {err['patch']}: apply() raised {err['type']} inside the SGLang "
+                    f"worker: {err['message']}",
+                    hint="fix the patch or limit it with ENGINES") from e
+            raise PatchgateError(f"SGLang engine for {label} failed to start: "
+                                 f"{type(e).__name__}: {e}",
+                                 hint="see SGLang's log above; try the profile without patches"
+                                 ) from e
+        finally:
+            for k, v in env_before.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(profile.model_path(),
+                                                       trust_remote_code=True)
+        self.vocab_size = len(self.tokenizer)
+
+    def _generate(self, ids, params, **kw):
+        try:
+            out = self.engine.generate(input_ids=ids, sampling_params=params, **kw)
+        except Exception as e:
+            raise PatchgateError(f"SGLang engine {self.label} failed: {type(e).__name__}: {e}",
+                                 hint="see SGLang's log above") from e
+        return out if isinstance(out, list) else [out]
+
+    def generate(self, batch, max_new_tokens):
+        params = {"max_new_tokens": max_new_tokens, "min_new_tokens": max_new_tokens,
+                  "temperature": 0.0, "ignore_eos": True}
+        out = [o["output_ids"] for o in self._generate(batch, params)]
+        check_lengths(out, len(batch), max_new_tokens, self.label)
+        return out
+
+    def generate_until(self, prompts, max_new_tokens, stop_ids):
+        params = {"max_new_tokens": max_new_tokens, "temperature": 0.0,
+                  "stop_token_ids": sorted(stop_ids)}
+        return [o["output_ids"] for o in self._generate(prompts, params)]
+
+    def loglikelihood(self, requests):
+        ids = [ctx + cont for ctx, cont in requests]
+        outs = self._generate(ids, {"max_new_tokens": 1, "temperature": 0.0},
+                              return_logprob=True, logprob_start_len=0, top_logprobs_num=1)
+        results = []
+        for (ctx, cont), o in zip(requests, outs, strict=True):
+            lps = o["meta_info"]["input_token_logprobs"]
+            tops = o["meta_info"]["input_top_logprobs"]
+            n = len(ctx)
+            ll = sum(lp for lp, _, _ in lps[n:])
+            greedy = all(top and max(top, key=lambda x: x[0])[1] == tok
+                         for tok, top in zip(cont, tops[n:], strict=False))
+            results.append((float(ll), bool(greedy)))
+        return results
+
+    def synchronize(self) -> None:
+        """Nothing to wait for: ``generate`` returns once the worker has finished."""
+
+    def close(self) -> None:
+        if self.engine is not None:
+            try:
+                self.engine.shutdown()
+            finally:
+                self.engine = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None

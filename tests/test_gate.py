@@ -1,0 +1,191 @@
+"""The gate end to end, with real runs of the default model on CPU.
+
+Planted patches (tests/fixtures/gate/): a decode slowdown, an accuracy breaker, a
+neutral rewrite, and broken ones. Lengths are shortened so the suite stays quick;
+the accuracy guard runs the full default suite.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from patchgate.cli import main
+from patchgate.config import Lengths, get_profile
+from patchgate.gate import GuardOptions, run_guard
+
+pytestmark = pytest.mark.slow
+
+FIX = Path(__file__).parent / "fixtures"
+GATE = FIX / "gate"
+ROOT = Path(__file__).resolve().parent.parent
+PROFILE = get_profile("default").with_overrides(
+    lengths=Lengths(prefill_input=64, prefill_output=1, decode_input=8, decode_output=12),
+    rounds=7,
+)
+
+
+def opts(tmp: Path, patches: Path, **kw) -> GuardOptions:
+    return GuardOptions(profile=PROFILE, patches_dir=patches, baselines_dir=tmp / "baselines",
+                        changelog=tmp / "CHANGELOG.md", quiet=True, **kw)
+
+
+@pytest.fixture(scope="session")
+def reference_dir(tmp_path_factory) -> Path:
+    """Baselines of the unpatched model (created once with --accept)."""
+    tmp = tmp_path_factory.mktemp("gate-ref")
+    empty = tmp / "no_patches"
+    empty.mkdir()
+    v = run_guard(opts(tmp, empty, accept=True))
+    assert v["verdict"] == "accepted"
+    return tmp
+
+
+@pytest.fixture
+def work(reference_dir, tmp_path) -> Path:
+    shutil.copytree(reference_dir / "baselines", tmp_path / "baselines")
+    return tmp_path
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_first_run_wrote_reference_and_current(reference_dir):
+    ref = json.loads((reference_dir / "baselines/default/reference.json").read_text())
+    cur = json.loads((reference_dir / "baselines/default/current.json").read_text())
+    assert ref["schema_version"] == 1 and ref["patches"] == [] and cur["patches"] == []
+    assert set(ref["scenarios"]) == {f"{p}_b{b}" for p in ("prefill", "decode")
+                                     for b in (1, 8, 64)}
+    assert all(len(s["samples_s"]) == PROFILE.rounds for s in ref["scenarios"].values())
+    assert ref["accuracy"]["mean"] > 0.5
+    assert ref["environment"]["engine"] == "transformers"
+
+
+def test_neutral_patch_is_accepted(work):
+    v = run_guard(opts(work, GATE / "neutral", json_path=work / "v.json"))
+    assert v["verdict"] == "accepted", v["reasons"]
+    assert v["accuracy"]["ratio"] == 1.0
+    assert v["accuracy"]["reference_source"].startswith("loaded from")
+    assert v["C"] == 1.0
+    doc = json.loads((work / "v.json").read_text())
+    assert doc["verdict"] == "accepted" and doc["schema_version"] == 1
+    assert set(doc["S"]) == {"1", "8", "inf"}
+    assert {r["phase"] for r in doc["scenarios"]} == {"prefill", "decode"}
+    assert doc["patches"]["candidate"][0]["name"] == "0001-silu-module.py"
+
+
+def test_slow_decode_is_rejected(work):
+    before = snapshot(work)
+    v = run_guard(opts(work, GATE / "slow_decode", accept=True))
+    assert v["verdict"] == "rejected"
+    slow = {r["name"] for r in v["scenarios"] if r["regressed"]}
+    assert {"decode_b1", "decode_b8"} <= slow
+    assert not any(r["regressed"] for r in v["scenarios"] if r["phase"] == "prefill")
+    assert any("decode_b1" in reason and "slower" in reason for reason in v["reasons"])
+    assert v["accuracy"]["ratio"] == 1.0
+    assert snapshot(work) == before  # --accept on a rejected change writes nothing
+
+
+def test_accuracy_breaking_patch_is_rejected_and_recorded(work):
+    v = run_guard(opts(work, GATE / "break_accuracy", record=True))
+    assert v["verdict"] == "rejected"
+    assert v["accuracy"]["ratio"] < 0.97
+    assert v["C"] == 0.0 and v["score"] == 0.0
+    assert v["accuracy"]["flipped_to_wrong"] > v["accuracy"]["flipped_to_right"]
+    assert "accuracy" in v["reasons"][0]
+    log = (work / "CHANGELOG.md").read_text()
+    assert "Quantize every linear layer to 3 bits" in log and "(rejected)" in log
+    assert not (work / "baselines/default/current.json").read_text().count("int3")
+
+
+def test_accept_updates_baselines_and_changelog(work):
+    v = run_guard(opts(work, GATE / "neutral", accept=True))
+    assert v["verdict"] == "accepted"
+    cur = json.loads((work / "baselines/default/current.json").read_text())
+    assert [p["name"] for p in cur["patches"]] == ["0001-silu-module.py"]
+    assert "(accepted)" in (work / "CHANGELOG.md").read_text()
+    # the same patch again is the current baseline now: nothing new
+    again = run_guard(opts(work, GATE / "neutral"))
+    assert again["new_patches"] == []
+    assert again["patches"]["current"] == again["patches"]["candidate"]
+
+
+# ---------------------------------------------------------------- bad input: exit 2
+
+
+def cli(work: Path, patches: Path, *extra: str) -> int:
+    return main(["guard", "--patches", str(patches), "--baselines", str(work / "baselines"),
+                 "--changelog", str(work / "CHANGELOG.md"), "--quiet", "--rounds", "2",
+                 *extra])
+
+
+@pytest.mark.parametrize("case, message", [
+    ("apply_raises", "patch 0001-raises.py: apply() raised AttributeError"),
+    ("nan", "NaN or inf logits"),
+    ("bad_server_arg", "0001-fp8-kv.py: SERVER_ARGS sets 'kv_cache_dtype'"),
+    ("interrupt", "interrupted during loading engine"),
+])
+def test_bad_patches_exit_2_and_write_nothing(work, capsys, case, message):
+    before = snapshot(work)
+    assert cli(work, GATE / case, "--accept", "--record") == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+    assert snapshot(work) == before
+
+
+def test_broken_patch_file_fails_before_any_benchmark(work, capsys):
+    before = snapshot(work)
+    assert cli(work, FIX / "patches" / "syntax_error", "--accept") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR patch") and "0001-broken.py" in err
+    assert "latency" not in err
+    assert snapshot(work) == before
+
+
+@pytest.mark.parametrize("fixture", ["corrupt.json", "old_version.json", "wrong_kind.json"])
+def test_bad_baseline_exit_2_and_is_left_alone(work, capsys, fixture):
+    target = work / "baselines/default/current.json"
+    shutil.copy(FIX / "baselines" / fixture, target)
+    before = snapshot(work)
+    assert cli(work, GATE / "neutral", "--accept") == 2
+    err = capsys.readouterr().err
+    assert "current.json" in err and "hint:" in err
+    assert snapshot(work) == before
+
+
+def test_ctrl_c_mid_run_exits_2_and_writes_nothing(work):
+    before = snapshot(work)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "patchgate", "guard", "--patches", str(GATE / "neutral"),
+         "--baselines", str(work / "baselines"), "--changelog", str(work / "CHANGELOG.md"),
+         "--rounds", "50", "--accept", "--json", str(work / "v.json")],
+        stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    seen = ""
+    deadline = time.time() + 120
+    while "[patchgate] latency" not in seen and time.time() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen += line
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, seen + err
+    assert "ERROR interrupted during latency" in err
+    after = snapshot(work)
+    assert json.loads((work / "v.json").read_text())["verdict"] == "error"
+    after.pop("v.json")
+    assert after == before

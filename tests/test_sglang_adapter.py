@@ -1,0 +1,86 @@
+"""The SGLang adapter's CPU-testable parts: settings mapping and the worker hook."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from patchgate.config import get_profile
+from patchgate.engines import sglang_hook
+from patchgate.engines.sglang import FORCED, server_args
+from patchgate.errors import PatchgateError
+from patchgate.patches import discover
+
+FIX = Path(__file__).parent / "fixtures"
+KNOWN = {"kv_cache_dtype", "mem_fraction_static", "load_format", "dtype",
+         "disable_prefill_cuda_graph", "disable_radix_cache", "skip_tokenizer_init"}
+
+
+def write_patch(folder: Path, name: str, body: str):
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_text(body)
+    return discover(folder)
+
+
+def test_forced_settings_and_patch_args_are_merged(tmp_path):
+    patches = write_patch(tmp_path / "p", "0001-fp8.py",
+                          '"""FP8 KV."""\nENGINES = ("sglang",)\n'
+                          'SERVER_ARGS = {"kv_cache_dtype": "fp8_e4m3"}\n')
+    args = server_args(get_profile("h200-default"), patches, KNOWN, share=0.5)
+    assert args["kv_cache_dtype"] == "fp8_e4m3"
+    assert args["disable_radix_cache"] is True and args["skip_tokenizer_init"] is True
+    assert args["disable_prefill_cuda_graph"] is True  # from the profile
+    assert args["mem_fraction_static"] == pytest.approx(0.4)
+    assert args["model_path"].endswith("models/default")
+    assert FORCED.items() <= args.items()
+
+
+def test_unknown_server_arg_names_the_patch_and_setting(tmp_path):
+    patches = write_patch(tmp_path / "p", "0001-typo.py",
+                          '"""Typo."""\nSERVER_ARGS = {"kv_cache_dtyp": "fp8_e4m3"}\n')
+    with pytest.raises(PatchgateError, match=r"0001-typo.py: SERVER_ARGS sets 'kv_cache_dtyp'"):
+        server_args(get_profile("h200-default"), patches, KNOWN)
+
+
+def test_radix_cache_cannot_be_turned_on(tmp_path):
+    patches = write_patch(tmp_path / "p", "0001-radix.py",
+                          '"""Radix."""\nSERVER_ARGS = {"disable_radix_cache": False}\n')
+    with pytest.raises(PatchgateError, match="0001-radix.py: SERVER_ARGS sets "
+                                             "disable_radix_cache=False"):
+        server_args(get_profile("h200-default"), patches, KNOWN)
+    prof = get_profile("h200-default").with_overrides(
+        engine_args={"disable_radix_cache": False})
+    with pytest.raises(PatchgateError, match="profile h200-default: engine_args"):
+        server_args(prof, [], KNOWN)
+
+
+def test_worker_package_is_valid_python_that_names_the_patches(tmp_path):
+    patches = write_patch(tmp_path / "p", "0001-scale.py",
+                          '"""Scale."""\ndef apply(model):\n    model.scaled = True\n')
+    pkg = sglang_hook.write_package(tmp_path / "hook", "candidate", "MiniCPMForCausalLM",
+                                    patches, dummy=False)
+    text = (tmp_path / "hook" / pkg / "patched_model.py").read_text()
+    compile(text, "patched_model.py", "exec")
+    assert "from sglang.srt.models.minicpm import MiniCPMForCausalLM as _Base" in text
+    assert "class MiniCPMForCausalLM(_Base):" in text
+    assert "EntryClass = MiniCPMForCausalLM" in text
+    assert str((tmp_path / "p" / "0001-scale.py").resolve()) in text
+    assert "_DUMMY = False" in text
+
+
+def test_unknown_architecture_and_worker_error_file(tmp_path):
+    with pytest.raises(PatchgateError, match="architecture GPT2LMHeadModel"):
+        sglang_hook.write_package(tmp_path, "c", "GPT2LMHeadModel", [], dummy=False)
+    (tmp_path / "pkg.error.json").write_text(json.dumps(
+        {"patch": "0001-x.py", "type": "KeyError", "message": "'w'"}))
+    assert sglang_hook.read_worker_error(tmp_path, "pkg")["patch"] == "0001-x.py"
+    assert sglang_hook.read_worker_error(tmp_path, "other") is None
+
+
+def test_architecture_of_the_default_model():
+    root = Path(__file__).resolve().parent.parent
+    assert sglang_hook.architecture(root / "models/default") == "MiniCPMForCausalLM"
+    with pytest.raises(PatchgateError, match="cannot read the model architecture"):
+        sglang_hook.architecture(root / "models")
