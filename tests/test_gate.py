@@ -134,7 +134,6 @@ def cli(work: Path, patches: Path, *extra: str) -> int:
     ("apply_raises", "patch 0001-raises.py: apply() raised AttributeError"),
     ("nan", "NaN or inf logits"),
     ("bad_server_arg", "0001-fp8-kv.py: SERVER_ARGS sets 'kv_cache_dtype'"),
-    ("interrupt", "interrupted during loading engine"),
 ])
 def test_bad_patches_exit_2_and_write_nothing(work, capsys, case, message):
     before = snapshot(work)
@@ -189,3 +188,12 @@ def test_ctrl_c_mid_run_exits_2_and_writes_nothing(work):
     assert json.loads((work / "v.json").read_text())["verdict"] == "error"
     after.pop("v.json")
     assert after == before
+
+
+def test_a_class_level_patch_reaches_only_the_candidate(work):
+    """Configurations run in separate processes: patching a class in the candidate
+    must not slow the reference and the current baseline down with it."""
+    v = run_guard(opts(work, GATE / "global_slow"))
+    assert v["verdict"] == "rejected"
+    dec = {r["name"]: r for r in v["scenarios"] if r["phase"] == "decode"}
+    assert dec["decode_b1"]["regressed"] and dec["decode_b1"]["ratio"] > 1.3

@@ -14,6 +14,8 @@ Result shape (a typed dict; numbers stay numbers)::
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 from collections.abc import Sequence
 from typing import TypedDict
@@ -120,12 +122,14 @@ def run_guard_tasks(engine, tokenizer, tasks: Sequence[str], task_path: str,
     from lm_eval.tasks import TaskManager
 
     for name in ("lm-eval", "lm_eval"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+        logging.getLogger(name).setLevel(logging.ERROR)
     lm = _lm_class()(engine, tokenizer, batch_size, progress)
     manager = TaskManager(include_path=task_path, include_defaults=False)
     try:
-        res = simple_evaluate(model=lm, tasks=list(tasks), task_manager=manager,
-                              log_samples=True, verbosity="WARNING")
+        # lm-eval's own per-task progress bars go nowhere; ours (``progress``) stays.
+        with contextlib.redirect_stderr(io.StringIO()):
+            res = simple_evaluate(model=lm, tasks=list(tasks), task_manager=manager,
+                                  log_samples=True)
     except PatchgateError:
         raise
     except (KeyError, ValueError, FileNotFoundError) as e:

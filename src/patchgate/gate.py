@@ -120,6 +120,9 @@ def run_guard(opts: GuardOptions, run: Run | None = None) -> dict:
             names = [lb for lb in LABELS if keys[lb] == key]
             run.enter(f"loading engine for {'+'.join(names)} ({len(sets[label])} patches)")
             engines[key] = load_engine(prof, sets[label], label, share=1 / len(unique))
+        for eng in engines.values():  # engines in worker processes load in parallel
+            if hasattr(eng, "ready"):
+                eng.ready()
         env = environment.fingerprint(prof.engine, prof.device)
         verdict = _evaluate(run, prof, sets, keys, engines, stored, env)
     finally:

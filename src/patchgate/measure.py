@@ -1,6 +1,7 @@
 """Timing: configurations measured side by side, rounds interleaved.
 
-One timed call is ``sync; perf_counter; generate; sync; perf_counter``. For every
+One timed call is ``sync; perf_counter; generate; sync; perf_counter``, taken where
+the model runs (``Engine.timed_generate``). For every
 round and scenario, each configuration runs once, in an order that rotates from
 round to round (A B C, B C A, C A B, ...), so drift of a shared machine falls on
 all configurations alike. The first ``warmup`` rounds are thrown away; the raw
@@ -9,23 +10,10 @@ samples of the others are kept.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
-from .engines.base import Engine, check_lengths
+from .engines.base import Engine
 from .scenarios import Scenario, prompt_ids
-
-Progress = Callable[[str], None]
-
-
-def time_once(engine: Engine, batch: list[list[int]], output_len: int) -> float:
-    engine.synchronize()
-    t0 = time.perf_counter()
-    out = engine.generate(batch, output_len)
-    engine.synchronize()
-    dt = time.perf_counter() - t0
-    check_lengths(out, len(batch), output_len, getattr(engine, "label", engine.name))
-    return dt
 
 
 def measure(engines: Mapping[str, Engine], scenarios: list[Scenario], rounds: int,
@@ -47,7 +35,7 @@ def measure(engines: Mapping[str, Engine], scenarios: list[Scenario], rounds: in
             for label in labels[k:] + labels[:k]:
                 if progress is not None:
                     progress.set_postfix_str(f"{tag} {s.name} {label}")
-                dt = time_once(engines[label], batches[s.name], s.output_len)
+                dt = engines[label].timed_generate(batches[s.name], s.output_len)
                 if r >= warmup:
                     samples[label][s.name].append(dt)
                 if progress is not None:

@@ -7,6 +7,7 @@ same instance.
 
 from __future__ import annotations
 
+import time
 from typing import Protocol
 
 from ..errors import PatchgateError
@@ -31,8 +32,25 @@ class Engine(Protocol):
     def synchronize(self) -> None:
         """Wait until queued device work is done (timing boundary)."""
 
+    def timed_generate(self, batch: list[list[int]], max_new_tokens: int) -> float:
+        """Seconds for one :meth:`generate` call, measured where the model runs."""
+
     def close(self) -> None:
         """Release the model and any worker processes; safe to call twice."""
+
+
+class Timed:
+    """``timed_generate`` for engines that run in this process:
+    ``sync; perf_counter; generate; sync; perf_counter``, output lengths checked."""
+
+    def timed_generate(self, batch: list[list[int]], max_new_tokens: int) -> float:
+        self.synchronize()
+        t0 = time.perf_counter()
+        out = self.generate(batch, max_new_tokens)
+        self.synchronize()
+        dt = time.perf_counter() - t0
+        check_lengths(out, len(batch), max_new_tokens, getattr(self, "label", self.name))
+        return dt
 
 
 def check_lengths(out: list[list[int]], rows: int, n: int, who: str) -> None:
@@ -51,9 +69,9 @@ def load_engine(profile, patches, label: str, share: float = 1.0) -> Engine:
     ``share`` is the fraction of the device this engine may take (several
     configurations are loaded side by side)."""
     if profile.engine == "transformers":
-        from .transformers import TransformersEngine
+        from .isolated import IsolatedEngine
 
-        return TransformersEngine(profile, patches, label)
+        return IsolatedEngine(profile, patches, label)  # one process per configuration
     if profile.engine == "sglang":
         from .sglang import SGLangEngine
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from ..errors import PatchgateError
 from ..patches import merged_server_args
 from . import sglang_hook
-from .base import check_lengths
+from .base import Timed, check_lengths
 
 FORCED = {"skip_tokenizer_init": True, "disable_radix_cache": True}
 
@@ -61,7 +61,7 @@ def server_args(profile, patches, known: set[str] | None = None, share: float = 
     return args
 
 
-class SGLangEngine:
+class SGLangEngine(Timed):
     name = "sglang"
 
     def __init__(self, profile, patches, label: str, share: float = 1.0):

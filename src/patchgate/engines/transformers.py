@@ -12,13 +12,13 @@ import os
 
 from ..errors import PatchgateError
 from ..patches import apply_patches, merged_server_args
-from .base import check_lengths
+from .base import Timed, check_lengths
 
 # SERVER_ARGS a patch may set on this engine.
 ENGINE_ARGS = {"dtype": str, "threads": int}
 
 
-class TransformersEngine:
+class TransformersEngine(Timed):
     name = "transformers"
 
     def __init__(self, profile, patches, label: str):

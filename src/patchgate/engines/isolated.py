@@ -1,0 +1,146 @@
+"""One process per configuration, so a patch's global changes stay in its configuration.
+
+Patches often change a class or a module-level function (``SomeAttention.forward =
+...``, ``modeling.apply_rotary_pos_emb = ...``). With every configuration's model in
+one process, such a change would reach the reference and the current baseline too,
+and the gate would compare a patched model with itself. So each configuration of
+the transformers engine lives in its own spawned process (as each SGLang engine
+has its own workers); this proxy forwards the engine verbs over a pipe. Timing is
+taken inside the worker (``timed_generate``), so pipe overhead is not measured.
+
+The worker ignores SIGINT: Ctrl-C reaches the gate, which closes the workers.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+import traceback
+
+from ..errors import PatchgateError
+
+_START_TIMEOUT_S = 600
+
+
+def _serve(conn, profile, patches, label) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        from .transformers import TransformersEngine
+
+        engine = TransformersEngine(profile, patches, label)
+        conn.send(("ok", {"vocab_size": engine.vocab_size}))
+    except PatchgateError as e:
+        conn.send(("user-error", (e.message, e.hint)))
+        return
+    except BaseException as e:  # a bug or an unexpected failure: keep the traceback
+        conn.send(("error", (f"{type(e).__name__}: {e}", traceback.format_exc())))
+        return
+    while True:
+        try:
+            verb, args = conn.recv()
+        except EOFError:
+            return
+        if verb == "close":
+            conn.send(("ok", None))
+            return
+        try:
+            conn.send(("ok", getattr(engine, verb)(*args)))
+        except PatchgateError as e:
+            conn.send(("user-error", (e.message, e.hint)))
+        except BaseException as e:
+            conn.send(("error", (f"{type(e).__name__}: {e}", traceback.format_exc())))
+
+
+class IsolatedEngine:
+    """A :class:`TransformersEngine` in its own process (same verbs)."""
+
+    name = "transformers"
+
+    def __init__(self, profile, patches, label: str):
+        self.label = label
+        ctx = mp.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_serve, args=(child, profile, list(patches), label),
+                                 name=f"patchgate-{label}", daemon=True)
+        self._proc.start()
+        child.close()
+        self._ready = False
+        self.vocab_size = 0
+        self._model_path = profile.model_path()
+        self._tokenizer = None
+
+    def ready(self) -> IsolatedEngine:
+        """Wait until the worker has loaded and patched its model."""
+        if not self._ready:
+            info = self._receive("loading the model", _START_TIMEOUT_S)
+            self.vocab_size = info["vocab_size"]
+            self._ready = True
+        return self
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(self._model_path)
+        return self._tokenizer
+
+    def _receive(self, what: str, timeout: float | None = None):
+        try:
+            if timeout is not None and not self._conn.poll(timeout):
+                raise PatchgateError(f"engine {self.label}: no answer after {timeout:.0f} s "
+                                     f"while {what}", hint="check the model and patches")
+            status, payload = self._conn.recv()
+        except (EOFError, ConnectionError, OSError):
+            code = self._proc.exitcode if not self._proc.is_alive() else None
+            self.close()
+            raise PatchgateError(f"engine {self.label}: its worker process died while {what} "
+                                 f"(exit code {code})",
+                                 hint="a patch may crash the interpreter; run it alone") from None
+        if status == "ok":
+            return payload
+        if status == "user-error":
+            raise PatchgateError(*payload)
+        message, tb = payload
+        raise PatchgateError(f"engine {self.label} failed while {what}: {message}",
+                             hint="worker traceback:\n" + tb.rstrip())
+
+    def _call(self, verb: str, *args):
+        self.ready()
+        self._conn.send((verb, args))
+        return self._receive(verb.replace("_", " "))
+
+    def generate(self, batch, max_new_tokens):
+        return self._call("generate", batch, max_new_tokens)
+
+    def timed_generate(self, batch, max_new_tokens) -> float:
+        return self._call("timed_generate", batch, max_new_tokens)
+
+    def generate_until(self, prompts, max_new_tokens, stop_ids):
+        return self._call("generate_until", prompts, max_new_tokens, stop_ids)
+
+    def loglikelihood(self, requests):
+        return self._call("loglikelihood", requests)
+
+    def synchronize(self) -> None:
+        """Nothing to wait for: every call returns once the worker has finished."""
+
+    def close(self) -> None:
+        proc = getattr(self, "_proc", None)
+        if proc is None:
+            return
+        self._proc = None
+        try:
+            if proc.is_alive():
+                self._conn.send(("close", ()))
+                if self._conn.poll(5):
+                    self._conn.recv()
+        except (OSError, EOFError, BrokenPipeError):
+            pass
+        proc.join(5)
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(5)
+        if proc.is_alive():
+            proc.kill()
+        self._conn.close()
