@@ -1,4 +1,4 @@
-"""Command line: ``patchgate guard | report | profiles``.
+"""Command line: ``patchgate guard | report | badges | plot | profiles``.
 
 Exit codes: 0 accepted (or a command that succeeded), 1 rejected, 2 error (bad
 input, engine failure, interruption). Errors are printed once, as
@@ -43,6 +43,25 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--format", choices=("markdown", "text"), default="markdown")
     r.add_argument("--output", type=Path, help="write here instead of stdout")
 
+    b = sub.add_parser("badges", help="write SVG badges (score, accuracy) from "
+                       "baselines/<profile>/current.json")
+    b.add_argument("--profile", default="default", help="profile name (a baselines/ folder)")
+    b.add_argument("--baselines", type=Path, default=root / "baselines",
+                   help="folder of stored results (default: baselines/)")
+    b.add_argument("--out", type=Path, default=root / "docs" / "badges",
+                   help="folder for <profile>-score.svg and <profile>-accuracy.svg "
+                   "(default: docs/badges/)")
+
+    t = sub.add_parser("plot", help="draw the trend of logged changes: score and latency "
+                       "relative to the reference")
+    t.add_argument("--profile", default="default", help="profile name (a baselines/ folder)")
+    t.add_argument("--baselines", type=Path, default=root / "baselines",
+                   help="folder of stored results (default: baselines/)")
+    t.add_argument("--verdict", type=Path,
+                   help="a verdict JSON (`guard --json`) to add as the last point")
+    t.add_argument("--out", type=Path, action="append",
+                   help="a .png or .svg to write; repeat for both (default: docs/trend.png)")
+
     sub.add_parser("profiles", help="list the built-in profiles")
     return ap
 
@@ -57,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_ACCEPTED
         if args.command == "report":
             return _report(args)
+        if args.command == "badges":
+            return _badges(args)
+        if args.command == "plot":
+            return _plot(args)
         from .gate import GuardOptions, Run, print_report, run_guard
 
         profile = get_profile(args.profile)
@@ -108,15 +131,39 @@ def _error_json(args, message: str) -> None:
         pass
 
 
-def _report(args) -> int:
-    from .report import render_markdown, render_terminal
+def _read_verdict(path: Path) -> dict:
     from .storage import read_json
 
-    verdict = read_json(args.verdict, hint="pass a file written by `patchgate guard --json`")
+    verdict = read_json(path, hint="pass a file written by `patchgate guard --json`")
     for key in ("schema_version", "verdict", "reasons", "scenarios"):
         if key not in verdict:
-            raise PatchgateError(f"{args.verdict}: not a verdict file (no {key!r})",
+            raise PatchgateError(f"{path}: not a verdict file (no {key!r})",
                                  hint="pass a file written by `patchgate guard --json`")
+    return verdict
+
+
+def _badges(args) -> int:
+    from .badges import write_badges
+
+    for path in write_badges(args.baselines, args.profile, args.out):
+        print(path)
+    return EXIT_ACCEPTED
+
+
+def _plot(args) -> int:
+    from .plot import write_plot
+
+    verdict = _read_verdict(args.verdict) if args.verdict else None
+    outputs = args.out or [repo_root() / "docs" / "trend.png"]
+    for path in write_plot(args.baselines, args.profile, outputs, verdict):
+        print(path)
+    return EXIT_ACCEPTED
+
+
+def _report(args) -> int:
+    from .report import render_markdown, render_terminal
+
+    verdict = _read_verdict(args.verdict)
     text = render_markdown(verdict) if args.format == "markdown" else render_terminal(verdict)
     if args.output:
         from .storage import atomic_write_text

@@ -1,0 +1,79 @@
+"""`patchgate report`: a committed verdict rendered as the PR comment and as terminal text.
+
+The expected output lives in tests/golden/. After an intended change to the report,
+regenerate and review the diff:
+
+    UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_report.py
+"""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from patchgate.cli import main
+from patchgate.errors import EXIT_ACCEPTED, EXIT_ERROR
+from patchgate.report import render_markdown
+
+GOLDEN = Path(__file__).parent / "golden"
+VERDICT = GOLDEN / "verdict.json"
+
+
+def _check_golden(actual: str, name: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.write_text(actual, encoding="utf-8")
+    assert actual == path.read_text(encoding="utf-8"), (
+        f"{path} differs; if the change is intended: UPDATE_GOLDEN=1 pytest {__file__}")
+
+
+@pytest.mark.parametrize(("fmt", "golden"), [("markdown", "report.md"), ("text", "report.txt")])
+def test_report_matches_golden(tmp_path, fmt, golden):
+    out = tmp_path / golden
+    assert main(["report", str(VERDICT), "--format", fmt, "--output", str(out)]) == EXIT_ACCEPTED
+    _check_golden(out.read_text(encoding="utf-8"), golden)
+
+
+def test_markdown_carries_the_comment_marker_and_the_decision():
+    text = (GOLDEN / "report.md").read_text(encoding="utf-8")
+    assert text.startswith("<!-- patchgate-report -->\n")
+    assert "## ❌ patchgate: rejected (h200-default)" in text
+    assert "**score 110.9**" in text
+    assert "| decode_b64  | 64x128->256 | 3912.07 ms  | 3805.44 ms | 4108.21 ms | 1.080   | +" \
+        in text
+
+
+def test_report_to_stdout(capsys):
+    assert main(["report", str(VERDICT), "--format", "text"]) == EXIT_ACCEPTED
+    out = capsys.readouterr().out
+    assert out == (GOLDEN / "report.txt").read_text(encoding="utf-8") + "\n"
+    assert out.rstrip().splitlines()[-2] == \
+        "REJECTED  score 110.9  (S1 117.3, S8 114.1, Sinf 99.3, C 1.00)"
+
+
+def test_error_verdict_renders_without_numbers():
+    verdict = {"schema_version": 1, "profile": "h200-default", "verdict": "error",
+               "reasons": ["model_patches/0003-x.py: apply() raised ValueError: boom"],
+               "score": None, "S": None, "C": None, "accuracy": None, "scenarios": []}
+    assert render_markdown(verdict) == (
+        "<!-- patchgate-report -->\n"
+        "## ⚠️ patchgate: error (h200-default)\n"
+        "\n"
+        "- model_patches/0003-x.py: apply() raised ValueError: boom\n")
+
+
+def test_a_file_that_is_not_a_verdict_is_an_error(tmp_path, capsys):
+    path = tmp_path / "current.json"
+    path.write_text(json.dumps({"schema_version": 1, "kind": "patchgate.result"}))
+    assert main(["report", str(path)]) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert err.startswith(f"ERROR {path}: not a verdict file (no 'verdict')\n")
+    assert "hint: pass a file written by `patchgate guard --json`" in err
+
+
+def test_invalid_json_is_an_error(tmp_path, capsys):
+    path = tmp_path / "verdict.json"
+    path.write_text("{\"verdict\": ")
+    assert main(["report", str(path)]) == EXIT_ERROR
+    assert f"ERROR {path} is not valid JSON" in capsys.readouterr().err
