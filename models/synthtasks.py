@@ -105,14 +105,14 @@ class Difficulty:
 TRAIN_DIFFICULTY = Difficulty()
 EVAL_DIFFICULTY = Difficulty(
     needle_words=(150, 1350),
-    needle_keys=(4, 8),
+    needle_keys=(1, 3),
     common_distinct=(12, 24),
     common_top=(4, 8),
     common_gap=(1, 2),
-    fact_people=(8, 14),
-    add_digits=(3, 4),
-    var_hops=(1, 3),
-    var_chains=(3, 5),
+    fact_people=(2, 6),
+    add_digits=(2, 3),
+    var_hops=(0, 1),
+    var_chains=(2, 3),
 )
 
 

@@ -102,17 +102,20 @@ def save_model(model: MiniCPMForCausalLM, out: Path) -> None:
 class TaskStream(IterableDataset):
     """Endless batches: each batch is one task, rows padded to the batch's longest."""
 
-    def __init__(self, seed: int, tokens_per_batch: int, steps: int, exclude: set[str]):
+    def __init__(self, seed: int, tokens_per_batch: int, steps: int, exclude: set[str],
+                 curriculum_start: int = 48, weights: dict[str, float] | None = None):
         self.seed, self.tokens, self.steps, self.exclude = seed, tokens_per_batch, steps, exclude
+        self.curriculum_start = curriculum_start
+        self.weights = weights or TASK_WEIGHTS
         self.vocab = {w: i for i, w in enumerate(st.vocabulary())}
 
     def __iter__(self):
         info = torch.utils.data.get_worker_info()
         wid, nw = (info.id, info.num_workers) if info else (0, 1)
         rng = random.Random(f"train:{self.seed}:{wid}")
-        cur = st.Curriculum()
+        cur = st.Curriculum(start=self.curriculum_start)
         made = 0
-        tasks, weights = zip(*TASK_WEIGHTS.items(), strict=True)
+        tasks, weights = zip(*self.weights.items(), strict=True)
         while True:
             cur.progress = made * nw / max(1, self.steps)
             task = rng.choices(tasks, weights)[0]
@@ -212,16 +215,30 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--eval-items", type=int, default=100)
+    ap.add_argument("--init", type=Path, help="continue from this model.safetensors")
+    ap.add_argument("--weights", default=None,
+                    help="task mixture as task=weight,... (default: TASK_WEIGHTS)")
+    ap.add_argument("--curriculum-start", type=int, default=48,
+                    help="needle haystack cap (words) at the start of the curriculum")
     args = ap.parse_args(argv)
     assert args.seed != st.EVAL_SEED, "the training seed must differ from the evaluation seed"
 
     torch.manual_seed(args.seed)
     device = torch.device(args.device)
-    model = MiniCPMForCausalLM(make_config(args)).to(device)
+    model = MiniCPMForCausalLM(make_config(args))
+    if args.init is not None:
+        from safetensors.torch import load_file
+
+        model.load_state_dict(load_file(str(args.init)))
+    model = model.to(device)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"params {n_params:,}", flush=True)
     exclude = eval_prompts()
-    stream = TaskStream(args.seed, args.tokens_per_batch, args.steps, exclude)
+    weights = dict(TASK_WEIGHTS)
+    if args.weights:
+        weights.update({k: float(v) for k, v in (kv.split("=") for kv in args.weights.split(","))})
+    stream = TaskStream(args.seed, args.tokens_per_batch, args.steps, exclude,
+                        args.curriculum_start, weights)
     loader = DataLoader(stream, batch_size=None, num_workers=args.workers,
                         prefetch_factor=8 if args.workers else None,
                         persistent_workers=bool(args.workers))
@@ -257,7 +274,8 @@ def main(argv=None) -> int:
     wall = time.time() - t0
     model = model.float()
     save_model(model, args.out)
-    summary = {"command_args": vars(args) | {"out": str(args.out)}, "params": n_params,
+    summary = {"command_args": {k: str(v) if isinstance(v, Path) else v
+                                for k, v in vars(args).items()}, "params": n_params,
                "steps_done": step, "wall_s": round(wall, 1), "final_loss_ema": ema,
                "log": log}
     summary["quick_eval_fp32"] = quick_eval(model, device, args.eval_items)
