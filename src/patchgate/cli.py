@@ -62,6 +62,11 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--out", type=Path, action="append",
                    help="a .png or .svg to write; repeat for both (default: docs/trend.png)")
 
+    tb = sub.add_parser("table", help="one markdown row per verdict file: patch, S1, S8, "
+                        "Sinf, score, accuracy ratio, verdict")
+    tb.add_argument("verdicts", type=Path, nargs="+")
+    tb.add_argument("--output", type=Path, help="write here instead of stdout")
+
     sub.add_parser("profiles", help="list the built-in profiles")
     return ap
 
@@ -80,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
             return _badges(args)
         if args.command == "plot":
             return _plot(args)
+        if args.command == "table":
+            return _table(args)
         from .gate import GuardOptions, Run, print_report, run_guard
 
         profile = get_profile(args.profile)
@@ -157,6 +164,19 @@ def _plot(args) -> int:
     outputs = args.out or [repo_root() / "docs" / "trend.png"]
     for path in write_plot(args.baselines, args.profile, outputs, verdict):
         print(path)
+    return EXIT_ACCEPTED
+
+
+def _table(args) -> int:
+    from .report import render_results_table
+
+    text = render_results_table([(p.name, _read_verdict(p)) for p in args.verdicts])
+    if args.output:
+        from .storage import atomic_write_text
+
+        atomic_write_text(args.output, text)
+    else:
+        sys.stdout.write(text)
     return EXIT_ACCEPTED
 
 

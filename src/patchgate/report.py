@@ -103,3 +103,20 @@ def render_markdown(verdict: dict) -> str:
     for note in verdict.get("notes", []):
         out.append(f"- {note}")
     return "\n".join(out).rstrip() + "\n"
+
+
+def render_results_table(verdicts: list[tuple[str, dict]]) -> str:
+    """Markdown table, one row per verdict file: the new patches and the numbers."""
+    rows = []
+    for source, v in verdicts:
+        new = ", ".join(f"`{n}`" for n in v.get("new_patches", [])) or "(none new)"
+        if v["verdict"] == "error":
+            rows.append([new, v.get("profile", "?"), "-", "-", "-", "-", "-", "error",
+                         f"`{source}`"])
+            continue
+        rows.append([new, v.get("profile", "?"), f"{v['S']['1']:.1f}", f"{v['S']['8']:.1f}",
+                     f"{v['S']['inf']:.1f}", f"{v['score']:.1f}",
+                     f"{100 * v['accuracy']['ratio']:.2f} %", v["verdict"], f"`{source}`"])
+    return tabulate(rows, headers=["patch", "profile", "S1", "S8", "Sinf", "score",
+                                   "accuracy", "verdict", "verdict file"],
+                    tablefmt="github", disable_numparse=True) + "\n"
