@@ -142,7 +142,10 @@ def _evaluate(run, prof, sets, keys, engines, stored, env) -> dict:
     run.enter(f"latency: {len(scenarios)} scenarios x {len(by_key)} configurations x "
               f"{prof.rounds} rounds (+{prof.warmup} warm-up), interleaved")
     with _progress(calls, "latency", run.opts.quiet) as bar:
-        samples = measure(by_key, scenarios, prof.rounds, prof.warmup, prof.seed, bar)
+        names = {k: "+".join(lb for lb in LABELS if keys[lb] == k) for k in by_key}
+        named = measure({names[k]: e for k, e in by_key.items()}, scenarios, prof.rounds,
+                        prof.warmup, prof.seed, bar)
+        samples = {k: named[names[k]] for k in by_key}
     s = {label: samples[keys[label]] for label in LABELS}
     run.enter("accuracy: candidate")
     cand_acc = _accuracy(run, prof, engines[keys["candidate"]])

@@ -65,7 +65,7 @@ class IsolatedEngine:
         self._proc.start()
         child.close()
         self._ready = False
-        self.vocab_size = 0
+        self._vocab_size = 0
         self._model_path = profile.model_path()
         self._tokenizer = None
 
@@ -73,16 +73,21 @@ class IsolatedEngine:
         """Wait until the worker has loaded and patched its model."""
         if not self._ready:
             info = self._receive("loading the model", _START_TIMEOUT_S)
-            self.vocab_size = info["vocab_size"]
+            self._vocab_size = info["vocab_size"]
             self._ready = True
         return self
+
+    @property
+    def vocab_size(self) -> int:
+        return self.ready()._vocab_size
 
     @property
     def tokenizer(self):
         if self._tokenizer is None:
             from transformers import AutoTokenizer
 
-            self._tokenizer = AutoTokenizer.from_pretrained(self._model_path)
+            self._tokenizer = AutoTokenizer.from_pretrained(self._model_path,
+                                                            trust_remote_code=True)
         return self._tokenizer
 
     def _receive(self, what: str, timeout: float | None = None):

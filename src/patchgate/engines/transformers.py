@@ -47,7 +47,7 @@ class TransformersEngine(Timed):
         model = model.to(self.device).eval()
         model = apply_patches(model, patches, self.name)
         self.model = model
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)
         self.vocab_size = int(model.config.vocab_size)
         self.eos_id = self.tokenizer.eos_token_id
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None \
