@@ -4,7 +4,8 @@
   rejected below ``thresholds.accuracy_reject`` (0.99) of the reference;
 - latency: candidate vs the current baseline (the accepted patches), per scenario;
   rejected where a scenario is slower by more than ``thresholds.latency`` AND the
-  difference is significant (:func:`patchgate.stats.compare_latency`);
+  difference is significant (:func:`patchgate.stats.compare_latency`) at
+  ``alpha / number of scenarios`` (Bonferroni: six tests per verdict);
 - score: S1, S8, Sinf = 100 x geometric mean over {prefill, decode} of
   reference time / candidate time at batch 1, 8 and the largest batch;
   score = (0.4 S1 + 0.3 S8 + 0.3 Sinf) x C.
@@ -26,11 +27,14 @@ def compare_scenarios(scenarios: list[Scenario], candidate: dict[str, list[float
                       baseline: dict[str, list[float]], reference: dict[str, list[float]],
                       profile: Profile) -> list[dict]:
     th = profile.thresholds
+    # Six scenarios are six tests: Bonferroni keeps the chance that a change with no
+    # effect is rejected for noise at about alpha for the whole verdict.
+    alpha = th.alpha / len(scenarios)
     rows = []
     for s in scenarios:
         c, b, r = candidate[s.name], baseline[s.name], reference[s.name]
-        cmp = stats.compare_latency(c, b, threshold=th.latency, alpha=th.alpha,
-                                    seed=profile.seed)
+        cmp = stats.compare_latency(c, b, threshold=th.latency, alpha=alpha,
+                                    confidence=1 - alpha, seed=profile.seed)
         rows.append(s.record() | {
             "median_s": stats.median(c),
             "baseline_median_s": stats.median(b),
@@ -45,6 +49,7 @@ def compare_scenarios(scenarios: list[Scenario], candidate: dict[str, list[float
             "mark": cmp.mark,
             "detectable": cmp.detectable,
             "rounds": len(c),
+            "alpha": alpha,
         })
     return rows
 
@@ -96,7 +101,8 @@ def decide(profile: Profile, rows: list[dict], accuracy: dict, *, compared_with:
             reasons.append(
                 f"{r['name']} is {100 * (r['ratio'] - 1):.1f} % slower than the {compared_with} "
                 f"({1000 * r['median_s']:.2f} ms vs {1000 * r['baseline_median_s']:.2f} ms, "
-                f"p={r['p_value']:.2g}, 95 % CI of the ratio {r['ci_low']:.3f}-{r['ci_high']:.3f})"
+                f"p={r['p_value']:.2g} < {r['alpha']:.3g}, {100 * (1 - r['alpha']):.1f} % CI of "
+                f"the ratio {r['ci_low']:.3f}-{r['ci_high']:.3f})"
                 f", beyond the {100 * th.latency:.0f} % threshold")
     s = speed_scores(rows, profile.batch_sizes)
     c = accuracy["C"]
