@@ -188,12 +188,14 @@ def _reusable(run, stored: dict | None, env: dict) -> bool:
     environment (or with --force-environment, with the differences noted)."""
     if not stored or not stored.get("accuracy"):
         return False
-    diff = environment.same_environment(stored["environment"], env)
-    if diff and run.opts.force_environment:
+    try:
+        differences = baselines.check_comparable(stored, env, run.opts.force_environment)
+    except PatchgateError:
+        return False  # another environment: measure it now instead
+    if differences:
         run.notes.append("stored reference accuracy from another environment used "
-                         f"(--force-environment): {', '.join(diff)} differ")
-        return True
-    return not diff
+                         f"(--force-environment): {'; '.join(differences)}")
+    return True
 
 
 def _accuracy(run, prof, engine) -> dict:

@@ -1,0 +1,46 @@
+"""The gate's planning decisions (no engine): which patches are current, which new,
+and when a stored reference accuracy may stand in for a measurement."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from patchgate.config import get_profile
+from patchgate.gate import GuardOptions, Run, _reusable, plan
+from patchgate.patches import discover
+
+GOOD = Path(__file__).parent / "fixtures" / "patches" / "good"
+
+
+def test_plan_splits_current_new_and_skipped():
+    patches = discover(GOOD)
+    sglang_only = [p for p in patches if p.engines == ("sglang",)]
+    both = [p for p in patches if p not in sglang_only]
+    current = {"patches": [both[0].record()]}
+    sets, notes = plan(patches, "transformers", current)
+    assert sets["candidate"] == both and sets["current"] == both[:1]
+    assert sets["reference"] == []
+    assert any("does not apply to engine transformers" in n for n in notes)
+    # the same name with another hash is a changed patch: not current
+    changed = {"patches": [dict(both[0].record(), sha256="0" * 64)]}
+    sets, notes = plan(patches, "transformers", changed)
+    assert sets["current"] == []
+    assert any("not in the patch folder (or its content changed" in n for n in notes)
+
+
+def run_for(force: bool) -> Run:
+    return Run(GuardOptions(profile=get_profile("default"), patches_dir=GOOD,
+                            baselines_dir=Path("b"), changelog=Path("c"), quiet=True,
+                            force_environment=force))
+
+
+def test_stored_reference_accuracy_only_from_the_same_environment():
+    env = {"cpu_model": "A", "torch": "2.13.0"}
+    stored = {"environment": dict(env), "accuracy": {"tasks": {}, "mean": 0.5}}
+    assert _reusable(run_for(False), stored, env)
+    other = dict(env, cpu_model="B")
+    assert not _reusable(run_for(False), stored, other)
+    forced = run_for(True)
+    assert _reusable(forced, stored, other)
+    assert "cpu_model" in forced.notes[0]
+    assert not _reusable(run_for(False), {"environment": env, "accuracy": None}, env)
