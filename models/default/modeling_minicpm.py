@@ -208,7 +208,9 @@ class MiniCPMModel(MiniCPMPreTrainedModel):
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None,
                 past_key_values: Cache | None = None, inputs_embeds=None, use_cache=None,
-                **kwargs):
+                cache: Cache | None = None, **kwargs):
+        # newer transformers releases pass the cache as ``cache``
+        past_key_values = past_key_values if past_key_values is not None else cache
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids) * self.config.scale_emb
         b, s, _ = inputs_embeds.shape
@@ -254,10 +256,10 @@ class MiniCPMForCausalLM(MiniCPMPreTrainedModel, GenerationMixin):
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None,
                 past_key_values=None, inputs_embeds=None, labels=None, use_cache=None,
-                logits_to_keep: int = 0, **kwargs):
+                logits_to_keep: int = 0, cache=None, **kwargs):
         out = self.model(input_ids=input_ids, attention_mask=attention_mask,
                          position_ids=position_ids, past_key_values=past_key_values,
-                         inputs_embeds=inputs_embeds, use_cache=use_cache)
+                         inputs_embeds=inputs_embeds, use_cache=use_cache, cache=cache)
         hidden_states = out.last_hidden_state
         if logits_to_keep:
             hidden_states = hidden_states[:, -logits_to_keep:]
