@@ -16,6 +16,7 @@ export TOKENIZERS_PARALLELISM := false
 help:
 	@echo "make guard        run the gate on profile $(PROFILE) (exit 0 accepted, 1 rejected, 2 error)"
 	@echo "make accept       run the gate and, if accepted, update baselines/ and CHANGELOG.md"
+	@echo "                  (and store a pytest-benchmark run for --benchmark-compare)"
 	@echo "make test         the test suite (CPU)"
 	@echo "make perf         the six latency scenarios with pytest-benchmark"
 	@echo "make perf-compare the same, compared with the committed baseline"
@@ -36,6 +37,7 @@ guard: setup
 
 accept: setup
 	$(BIN)/patchgate guard --profile $(PROFILE) --accept
+	PATCHGATE_PROFILE=$(PROFILE) $(BIN)/python -m pytest perf/ -q --benchmark-save=accepted
 
 test: setup
 	$(BIN)/python -m pytest -q
