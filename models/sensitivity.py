@@ -120,7 +120,7 @@ def main(argv=None) -> int:
           f"answer NLL {res['fp32']['nll']:.4f}")
     for r in sorted(res["layers"], key=lambda r: -r["nll_increase"]):
         print(f"  {r['layer']:32s} int4 alone: accuracy {r['accuracy']:.4f}  "
-              f"NLL +{r['nll_increase']:.4f}")
+              f"NLL {r['nll_increase']:+.4f}")
     print(f"int8 layers ({len(res['int8_layers'])}): {res['int8_layers']}")
     print(f"mixed (those int8, the rest int4-g32): accuracy {res['mixed_accuracy']:.4f}")
     if args.json:
