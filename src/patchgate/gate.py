@@ -137,7 +137,7 @@ def run_guard(opts: GuardOptions, run: Run | None = None) -> dict:
 
 def _evaluate(run, prof, sets, keys, engines, stored, env) -> dict:
     scenarios = make_scenarios(prof)
-    by_key = {k: engines[k] for k in dict.fromkeys(keys.values())}
+    by_key = engines  # one engine per distinct patch set, keyed by its content key
     calls = (prof.warmup + prof.rounds) * len(scenarios) * len(by_key)
     run.enter(f"latency: {len(scenarios)} scenarios x {len(by_key)} configurations x "
               f"{prof.rounds} rounds (+{prof.warmup} warm-up), interleaved")
