@@ -167,17 +167,22 @@ def _plot(args) -> int:
     return EXIT_ACCEPTED
 
 
+def _emit(text: str, output: Path | None) -> int:
+    """Write ``text`` as it is to ``output`` (atomically), or to stdout ending in a newline."""
+    if output:
+        from .storage import atomic_write_text
+
+        atomic_write_text(output, text)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return EXIT_ACCEPTED
+
+
 def _table(args) -> int:
     from .report import render_results_table
 
-    text = render_results_table([(p.name, _read_verdict(p)) for p in args.verdicts])
-    if args.output:
-        from .storage import atomic_write_text
-
-        atomic_write_text(args.output, text)
-    else:
-        sys.stdout.write(text)
-    return EXIT_ACCEPTED
+    return _emit(render_results_table([(p.name, _read_verdict(p)) for p in args.verdicts]),
+                 args.output)
 
 
 def _report(args) -> int:
@@ -185,13 +190,7 @@ def _report(args) -> int:
 
     verdict = _read_verdict(args.verdict)
     text = render_markdown(verdict) if args.format == "markdown" else render_terminal(verdict)
-    if args.output:
-        from .storage import atomic_write_text
-
-        atomic_write_text(args.output, text)
-    else:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-    return EXIT_ACCEPTED
+    return _emit(text, args.output)
 
 
 def entrypoint() -> None:
