@@ -6,8 +6,8 @@ Usage (from the repository root)::
     python -m guards.build_tasks --check  # exit 1 if the committed files differ
 
 The items come from ``models/synthtasks.py`` with the evaluation seed
-(``EVAL_SEED``) and the evaluation difficulty (``EVAL_DIFFICULTY``); the training
-script uses another seed and skips these prompts.
+(``EVAL_SEED``) at each task's evaluation preset (``EVAL_TASK_PRESET``); the training
+script uses another seed and skips the prompts of every preset.
 """
 
 from __future__ import annotations

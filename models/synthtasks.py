@@ -29,8 +29,10 @@ var_track      value of a variable reached through aliases  generation, exact ma
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
 DIGITS = [str(d) for d in range(10)]
@@ -89,7 +91,7 @@ def build_tokenizer():
 @dataclass(frozen=True)
 class Difficulty:
     """Ranges the generators draw from (inclusive). Training uses wide ranges;
-    the evaluation split uses the ranges in :data:`EVAL_DIFFICULTY`."""
+    the evaluation split uses one of :data:`EVAL_PRESETS` per task."""
 
     needle_words: tuple[int, int] = (16, 1400)  # haystack length in words
     needle_keys: tuple[int, int] = (1, 8)  # needles (one is asked, the rest distract)
@@ -103,17 +105,28 @@ class Difficulty:
 
 
 TRAIN_DIFFICULTY = Difficulty()
-EVAL_DIFFICULTY = Difficulty(
-    needle_words=(150, 1350),
-    needle_keys=(1, 3),
-    common_distinct=(12, 24),
-    common_top=(4, 8),
-    common_gap=(1, 2),
-    fact_people=(2, 6),
-    add_digits=(2, 3),
-    var_hops=(0, 1),
-    var_chains=(2, 3),
-)
+
+# Evaluation difficulty presets. Training excludes the evaluation items of every
+# preset (see ``models/train_default.eval_prompts``), so the evaluation split can be
+# set per task after training, at the edge of what the model does, without any of
+# its items having been trained on.
+EVAL_PRESETS = {
+    "easy": Difficulty(needle_words=(150, 1350), needle_keys=(1, 3), common_distinct=(12, 24),
+                       common_top=(4, 8), common_gap=(1, 2), fact_people=(2, 6),
+                       add_digits=(2, 3), var_hops=(0, 1), var_chains=(2, 3)),
+    "medium": Difficulty(needle_words=(150, 1350), needle_keys=(2, 5),
+                         common_distinct=(12, 24), common_top=(4, 8), common_gap=(1, 2),
+                         fact_people=(4, 10), add_digits=(3, 3), var_hops=(0, 2),
+                         var_chains=(2, 4)),
+    "hard": Difficulty(needle_words=(150, 1350), needle_keys=(4, 8), common_distinct=(16, 24),
+                       common_top=(4, 8), common_gap=(1, 1), fact_people=(8, 14),
+                       add_digits=(3, 4), var_hops=(1, 3), var_chains=(3, 5)),
+}
+# The preset each task is evaluated at: models/eval_presets.json, written by
+# ``python -m models.select_presets`` from the trained model's quick evaluation of
+# every preset (train_log.json): per task, the hardest preset the model still does.
+EVAL_PRESETS_FILE = Path(__file__).resolve().parent / "eval_presets.json"
+EVAL_TASK_PRESET: dict[str, str] = json.loads(EVAL_PRESETS_FILE.read_text())["presets"]
 
 
 @dataclass
@@ -287,8 +300,11 @@ EVAL_ITEMS_PER_TASK = 100
 
 
 def make_eval_items(task: str, n: int = EVAL_ITEMS_PER_TASK, seed: int = EVAL_SEED,
-                    difficulty: Difficulty = EVAL_DIFFICULTY) -> list[dict]:
-    """The evaluation split of one task: deterministic in (task, n, seed)."""
+                    difficulty: Difficulty | None = None) -> list[dict]:
+    """The evaluation split of one task: deterministic in (task, n, seed, difficulty);
+    the difficulty defaults to the task's preset in :data:`EVAL_TASK_PRESET`."""
+    if difficulty is None:
+        difficulty = EVAL_PRESETS[EVAL_TASK_PRESET[task]]
     rng = random.Random(f"{seed}:{task}")
     items = []
     seen = set()

@@ -103,8 +103,10 @@ class TaskStream(IterableDataset):
     """Endless batches: each batch is one task, rows padded to the batch's longest."""
 
     def __init__(self, seed: int, tokens_per_batch: int, steps: int, exclude: set[str],
-                 curriculum_start: int = 48, weights: dict[str, float] | None = None):
+                 curriculum_start: int = 48, weights: dict[str, float] | None = None,
+                 clock: Clock | None = None):
         self.seed, self.tokens, self.steps, self.exclude = seed, tokens_per_batch, steps, exclude
+        self.clock = clock
         self.curriculum_start = curriculum_start
         self.weights = weights or TASK_WEIGHTS
         self.vocab = {w: i for i, w in enumerate(st.vocabulary())}
@@ -118,6 +120,8 @@ class TaskStream(IterableDataset):
         tasks, weights = zip(*self.weights.items(), strict=True)
         while True:
             cur.progress = made * nw / max(1, self.steps)
+            if self.clock is not None:
+                cur.progress = max(cur.progress, self.clock.fraction())
             task = rng.choices(tasks, weights)[0]
             rows, spans, longest = [], [], 0
             while True:
@@ -143,7 +147,9 @@ def draw(rng: random.Random, task: str, cur: st.Curriculum | None, exclude: set[
 
 
 def eval_prompts() -> set[str]:
-    return {it["prompt"] for t in st.TASKS for it in st.make_eval_items(t)}
+    """The evaluation prompts of every task at every preset of ``EVAL_PRESETS``."""
+    return {it["prompt"] for t in st.TASKS for d in st.EVAL_PRESETS.values()
+            for it in st.make_eval_items(t, difficulty=d)}
 
 
 def _collate(rows, spans):
@@ -157,22 +163,37 @@ def _collate(rows, spans):
     return ids, labels
 
 
-def lr_at(step: int, steps: int, peak: float, warmup: int) -> float:
+class Clock:
+    """Training progress by wall time: the schedule (learning rate, curriculum) ends
+    on time when ``--max-minutes`` comes before ``--steps``."""
+
+    def __init__(self, seconds: float, start: float | None = None):
+        self.seconds, self.start = seconds, time.time() if start is None else start
+
+    def fraction(self) -> float:
+        return (time.time() - self.start) / self.seconds
+
+
+def lr_at(step: int, progress: float, peak: float, warmup: int) -> float:
+    """Linear warm-up over ``warmup`` steps, then cosine to 10 % of ``peak`` as
+    ``progress`` (0..1, by steps or by wall time, whichever is further) goes to 1."""
     if step < warmup:
         return peak * (step + 1) / warmup
-    t = (step - warmup) / max(1, steps - warmup)
+    t = min(1.0, progress)
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
 
 
 @torch.no_grad()
-def quick_eval(model, device, n: int = 100) -> dict[str, float]:
-    """Greedy exact match (log-likelihood choice for fact_mc) on the evaluation items."""
+def quick_eval(model, device, n: int = 100, preset: str | None = None) -> dict[str, float]:
+    """Greedy exact match (log-likelihood choice for fact_mc) on the evaluation items
+    (each task's own preset, or ``preset`` for all)."""
     vocab = {w: i for i, w in enumerate(st.vocabulary())}
     inv = st.vocabulary()
     model.eval()
     scores = {}
     for task in st.TASKS:
-        items = st.make_eval_items(task, n)
+        items = st.make_eval_items(task, n, difficulty=st.EVAL_PRESETS[preset]
+                                   if preset else None)
         ok = 0
         for it in items:
             ids = torch.tensor([[vocab[w] for w in it["prompt"].split()]], device=device)
@@ -237,8 +258,9 @@ def main(argv=None) -> int:
     weights = dict(TASK_WEIGHTS)
     if args.weights:
         weights.update({k: float(v) for k, v in (kv.split("=") for kv in args.weights.split(","))})
+    clock = Clock(args.max_minutes * 60)
     stream = TaskStream(args.seed, args.tokens_per_batch, args.steps, exclude,
-                        args.curriculum_start, weights)
+                        args.curriculum_start, weights, clock)
     loader = DataLoader(stream, batch_size=None, num_workers=args.workers,
                         prefetch_factor=8 if args.workers else None,
                         persistent_workers=bool(args.workers))
@@ -253,10 +275,11 @@ def main(argv=None) -> int:
     log, ema = [], None
     step = 0
     for step, (ids, labels) in enumerate(loader):
-        if step >= args.steps or time.time() - t0 > args.max_minutes * 60:
+        progress = max(step / args.steps, clock.fraction())
+        if progress >= 1:
             break
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
+            g["lr"] = lr_at(step, progress, args.lr, args.warmup)
         ids, labels = ids.to(device, non_blocking=True), labels.to(device, non_blocking=True)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16):
             loss = model(ids, labels=labels, use_cache=False).loss
@@ -278,11 +301,14 @@ def main(argv=None) -> int:
                                 for k, v in vars(args).items()}, "params": n_params,
                "steps_done": step, "wall_s": round(wall, 1), "final_loss_ema": ema,
                "log": log}
-    summary["quick_eval_fp32"] = quick_eval(model, device, args.eval_items)
-    print("fp32", summary["quick_eval_fp32"], flush=True)
+    for preset in st.EVAL_PRESETS:  # the evaluation preset of each task is chosen from these
+        summary[f"quick_eval_fp32_{preset}"] = quick_eval(model, device, args.eval_items, preset)
+        print("fp32", preset, summary[f"quick_eval_fp32_{preset}"], flush=True)
     quantize_linears(model, bits=4)
-    summary["quick_eval_int4_channel"] = quick_eval(model, device, args.eval_items)
-    print("int4", summary["quick_eval_int4_channel"], flush=True)
+    for preset in st.EVAL_PRESETS:
+        summary[f"quick_eval_int4_channel_{preset}"] = quick_eval(model, device,
+                                                                   args.eval_items, preset)
+        print("int4", preset, summary[f"quick_eval_int4_channel_{preset}"], flush=True)
     (args.out / "train_log.json").write_text(json.dumps(summary, indent=1) + "\n")
     return 0
 

@@ -124,7 +124,12 @@ def test_eval_items_have_the_stated_shape():
 
 def test_training_never_draws_an_eval_item():
     exclude = train_default.eval_prompts()
-    assert len(exclude) == 100 * len(st.TASKS)
+    # every preset's items are excluded, so the evaluation preset can be chosen later
+    assert len(exclude) > 100 * len(st.TASKS) * (len(st.EVAL_PRESETS) - 1)
+    for task in st.TASKS:
+        assert {it["prompt"] for it in st.make_eval_items(task)} <= exclude
+        for preset in st.EVAL_PRESETS.values():
+            assert {it["prompt"] for it in st.make_eval_items(task, difficulty=preset)} <= exclude
     rng = random.Random("train:1234:0")
     for task in st.TASKS:
         for _ in range(300):

@@ -1,4 +1,4 @@
-"""Command line: ``patchgate guard | report | badges | plot | profiles``.
+"""Command line: ``patchgate guard | report | badges | plot | table | fidelity | profiles``.
 
 Exit codes: 0 accepted (or a command that succeeded), 1 rejected, 2 error (bad
 input, engine failure, interruption). Errors are printed once, as
@@ -67,6 +67,14 @@ def _parser() -> argparse.ArgumentParser:
     tb.add_argument("verdicts", type=Path, nargs="+")
     tb.add_argument("--output", type=Path, help="write here instead of stdout")
 
+    f = sub.add_parser("fidelity", help="compare a verdict's latencies with SGLang's own "
+                       "bench_one_batch on this machine (GPU profiles)")
+    f.add_argument("--profile", required=True, help="an SGLang profile")
+    f.add_argument("--verdict", type=Path, required=True,
+                   help="the --json verdict of a guard run of this profile on this machine")
+    f.add_argument("--out", type=Path, default=Path("fidelity.json"))
+    f.add_argument("--repeats", type=int, default=3, help="bench runs per batch size")
+
     sub.add_parser("profiles", help="list the built-in profiles")
     return ap
 
@@ -87,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
             return _plot(args)
         if args.command == "table":
             return _table(args)
+        if args.command == "fidelity":
+            return _fidelity(args)
         from .gate import GuardOptions, Run, print_report, run_guard
 
         profile = get_profile(args.profile)
@@ -183,6 +193,18 @@ def _table(args) -> int:
 
     return _emit(render_results_table([(p.name, _read_verdict(p)) for p in args.verdicts]),
                  args.output)
+
+
+def _fidelity(args) -> int:
+    from tabulate import tabulate
+
+    from .fidelity import run as run_fidelity
+
+    rows = run_fidelity(get_profile(args.profile), args.verdict, args.out, args.repeats)
+    print(tabulate([[r["name"], f"{1000 * r['gate_median_s']:.2f}",
+                     f"{1000 * r['bench_median_s']:.2f}", f"{r['ratio']:.3f}"] for r in rows],
+                   headers=["scenario", "gate ms", "bench_one_batch ms", "ratio"]))
+    return EXIT_ACCEPTED
 
 
 def _report(args) -> int:

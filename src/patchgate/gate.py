@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from . import accuracy as acc
-from . import baselines, changelog, environment, storage
+from . import agreement, baselines, changelog, environment, storage
 from .config import Profile, repo_root
 from .engines import load_engine
 from .errors import PatchgateError
@@ -147,20 +147,15 @@ def _evaluate(run, prof, sets, keys, engines, stored, env) -> dict:
                         prof.warmup, prof.seed, bar)
         samples = {k: named[names[k]] for k in by_key}
     s = {label: samples[keys[label]] for label in LABELS}
-    run.enter("accuracy: candidate")
-    cand_acc = _accuracy(run, prof, engines[keys["candidate"]])
-    ref_acc, ref_source = None, "measured now"
-    if keys["reference"] == keys["candidate"]:
-        ref_acc, ref_source = cand_acc, "measured now (the candidate has no patches)"
-    elif _reusable(run, stored["reference"], env):
-        ref_acc = stored["reference"]["accuracy"]
-        ref_source = f"loaded from {_rel(run.opts.baselines_dir)}/{prof.name}/reference.json"
+    if prof.guard == "token_agreement":
+        ref_acc, cand_acc, ref_source = _agreement(run, prof, engines, keys)
     else:
-        run.enter("accuracy: reference (no stored result from this environment)")
-        ref_acc = _accuracy(run, prof, engines[keys["reference"]])
+        ref_acc, cand_acc, ref_source = _task_accuracy(run, prof, engines, keys, stored, env)
     ref_items, cand_items = acc.paired_scores(ref_acc, cand_acc)
     accuracy = accuracy_block(ref_items, cand_items, ref_acc, cand_acc, prof)
     accuracy["reference_source"] = ref_source
+    if prof.guard == "token_agreement":
+        accuracy["mode"] = agreement.MODE
     compared_with = "current baseline" if keys["current"] != keys["reference"] or \
         stored["current"] else "reference"
     rows = compare_scenarios(scenarios, s["candidate"], s["current"], s["reference"], prof)
@@ -183,6 +178,26 @@ def _evaluate(run, prof, sets, keys, engines, stored, env) -> dict:
     return verdict
 
 
+def _agreement(run, prof, engines, keys):
+    run.enter("accuracy: token agreement with the reference (random weights)")
+    with _progress(None, "agreement", run.opts.quiet) as bar:
+        ref_acc, cand_acc = agreement.run(engines[keys["reference"]],
+                                          engines[keys["candidate"]], prof, bar)
+    return ref_acc, cand_acc, "measured now (token agreement)"
+
+
+def _task_accuracy(run, prof, engines, keys, stored, env):
+    run.enter("accuracy: candidate")
+    cand_acc = _accuracy(run, prof, engines[keys["candidate"]])
+    if keys["reference"] == keys["candidate"]:
+        return cand_acc, cand_acc, "measured now (the candidate has no patches)"
+    if _reusable(run, stored["reference"], env):
+        return (stored["reference"]["accuracy"], cand_acc,
+                f"loaded from {_rel(run.opts.baselines_dir)}/{prof.name}/reference.json")
+    run.enter("accuracy: reference (no stored result from this environment)")
+    return _accuracy(run, prof, engines[keys["reference"]]), cand_acc, "measured now"
+
+
 def _reusable(run, stored: dict | None, env: dict) -> bool:
     """A stored reference accuracy stands in for a measurement only from this very
     environment (or with --force-environment, with the differences noted)."""
@@ -200,8 +215,8 @@ def _reusable(run, stored: dict | None, env: dict) -> bool:
 
 def _accuracy(run, prof, engine) -> dict:
     if prof.guard != "lm_eval":
-        raise PatchgateError(f"profile {prof.name}: guard {prof.guard!r} is not available "
-                             "for this engine", hint="use guard='lm_eval'")
+        raise PatchgateError(f"profile {prof.name}: unknown guard {prof.guard!r}",
+                             hint="use guard='lm_eval' or 'token_agreement'")
     task_path = Path(prof.task_path)
     if not task_path.is_absolute():
         task_path = repo_root() / task_path

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# GPU-side steps of a patchgate session on a GPU machine without network, run from the
+# repository root after the offline SGLang bundle is installed in /tmp/site
+# (../shared/gpu: build-payload.sh here, recv-part.sh + install-payload.sh there; the
+# bundle carries docs/gpu-runs/extra-wheels.txt for lm-eval).
+#
+#   bash docs/gpu-runs/gpu.sh train                  # training variants, in the background
+#   bash docs/gpu-runs/gpu.sh wait-train             # wait, pick the best, copy it out
+#   bash docs/gpu-runs/gpu.sh smoke                  # SGLang adapter checks (smoke.py)
+#   bash docs/gpu-runs/gpu.sh guard PROFILE PATCHES NAME [guard args]
+#   bash docs/gpu-runs/gpu.sh fidelity PROFILE NAME  # vs sglang.bench_one_batch
+#   bash docs/gpu-runs/gpu.sh pack                   # baselines + logs -> $OUT
+#
+# Verdicts, logs, baselines and the change log of the GPU profiles accumulate in
+# /tmp/logs and /tmp/bl across steps; `pack` puts them into $OUT (the device tool's
+# output folder, emptied before each command) or /tmp/out.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export PYTHONPATH="/tmp/site:$PWD/src:$PWD" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
+export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+OUT=${OUT:-/tmp/out}
+BL=/tmp/bl
+mkdir -p "$OUT" "$BL" /tmp/logs
+step=${1:?step}; shift
+
+case $step in
+train)
+  # Three variants side by side (the GPU is far from busy with one); seed 1234 each.
+  mkdir -p /tmp/train
+  launch() {
+    local name=$1; shift
+    setsid nohup python3 -m models.train_default --out "/tmp/train/$name" --steps 100000 \
+      --max-minutes "${MINUTES:-9}" --lr 6e-4 --workers 4 "$@" \
+      > "/tmp/train/$name.log" 2>&1 < /dev/null &
+  }
+  launch A --layers 4 --ffn 768
+  launch B --layers 6 --ffn 576
+  launch C --layers 6 --ffn 576 --tokens-per-batch 98304
+  sleep 20; tail -n 3 /tmp/train/*.log
+  ;;
+wait-train)
+  for _ in $(seq 1 "${WAIT_S:-540}"); do
+    pgrep -f models.train_default > /dev/null || break; sleep 1
+  done
+  tail -n 9 /tmp/train/*.log
+  for d in /tmp/train/*/; do
+    n=$(basename "$d"); [ -f "$d/train_log.json" ] && cp "$d/train_log.json" "$OUT/train_$n.json"
+  done
+  best=$(python3 - <<'EOF'
+import json, pathlib
+scores = {}
+for p in pathlib.Path("/tmp/train").glob("*/train_log.json"):
+    log = json.loads(p.read_text())
+    scores[p.parent.name] = sum(log[f"quick_eval_fp32_{k}"]["mean"]
+                                for k in ("easy", "medium", "hard")) / 3
+print(max(scores, key=scores.get) if scores else "")
+EOF
+)
+  echo "best: ${best:-none}"
+  [ -n "$best" ] || exit 1
+  echo "$best" > /tmp/train/best
+  tar -C "/tmp/train/$best" -cf /tmp/train/best.tar .
+  split -b 15M -d -a 1 /tmp/train/best.tar "$OUT/model_$best.tar.part"
+  ;;
+use-best)
+  # the trained model replaces models/default here; presets chosen from its log
+  best=$(cat /tmp/train/best)
+  tar -C models/default -xf /tmp/train/best.tar
+  python3 -m models.select_presets --write && python3 -m guards.build_tasks
+  ;;
+smoke)
+  python3 docs/gpu-runs/smoke.py 2>&1 | tee /tmp/logs/smoke.log | grep -v "^\s*$" | tail -n 40
+  ;;
+guard)
+  profile=$1 patches=$2 name=$3; shift 3
+  python3 -m patchgate guard --profile "$profile" --patches "$patches" --baselines "$BL" \
+    --changelog "$BL/CHANGELOG.md" --json "/tmp/logs/$name.json" \
+    --markdown "/tmp/logs/$name.md" "$@" 2>&1 | tee "/tmp/logs/$name.log" \
+    | grep -v "^\s*$" | tail -n 60
+  echo "exit: ${PIPESTATUS[0]}"
+  ;;
+fidelity)
+  profile=$1 name=$2
+  python3 -m patchgate fidelity --profile "$profile" --verdict "/tmp/logs/$name.json" \
+    --out "/tmp/logs/fidelity-$profile.json" 2>&1 | tee "/tmp/logs/fidelity-$profile.log" | tail -n 30
+  ;;
+pack)
+  tar -C / -czf "$OUT/gpu-results.tar.gz" tmp/bl tmp/logs
+  ls -la "$OUT"
+  ;;
+*)
+  echo "unknown step $step" >&2; exit 2
+  ;;
+esac

@@ -1,0 +1,109 @@
+"""Fidelity: do the gate's latencies match SGLang's own benchmark?
+
+``patchgate fidelity --profile P --verdict V.json`` runs
+``python -m sglang.bench_one_batch`` with the profile's model and engine settings
+for the six scenarios (each batch size ``--repeats`` times, after SGLang's own
+warm-up) and compares its latency with the median the gate reported in the verdict
+``V.json`` of a run on the same machine:
+
+- prefill scenario (``prefill_input`` in, ``prefill_output`` = 1 out): the gate's
+  ``generate`` call vs bench_one_batch's prefill latency (one forward and sample);
+- decode scenario (``decode_input`` in, ``decode_output`` out): the gate's call vs
+  bench_one_batch's total latency (prefill plus ``decode_output - 1`` decode steps).
+
+bench_one_batch drives SGLang's model runner directly (no scheduler, no IPC), so the
+ratio shows what the gate's measurement path adds on top of the model's own time.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from .errors import PatchgateError
+
+# engine settings that bench_one_batch takes as flags (ServerArgs names)
+PASSED = ("dtype", "load_format", "kv_cache_dtype", "disable_prefill_cuda_graph",
+          "attention_backend", "chunked_prefill_size", "quantization")
+
+
+def bench_command(profile, result_file: Path, repeats: int = 3) -> list[str]:
+    """The bench_one_batch command line for the profile's six scenarios."""
+    ln = profile.lengths
+    args = {"dtype": profile.dtype, **profile.engine_args}
+    cmd = [sys.executable, "-m", "sglang.bench_one_batch",
+           "--model-path", str(profile.model_path()), "--trust-remote-code",
+           "--disable-radix-cache", "--result-filename", str(result_file),
+           "--batch-size", *[str(b) for b in profile.batch_sizes * repeats],
+           "--input-len", str(ln.prefill_input), str(ln.decode_input),
+           "--output-len", str(ln.prefill_output), str(ln.decode_output)]
+    for key in PASSED:
+        if key in args:
+            value = args[key]
+            flag = "--" + key.replace("_", "-")
+            if value is True:
+                cmd.append(flag)
+            elif value not in (False, None):
+                cmd += [flag, str(value)]
+    return cmd
+
+
+def bench_medians(rows: list[dict], profile) -> dict[str, float]:
+    """Median bench_one_batch latency per gate scenario name, from its JSONL rows."""
+    ln = profile.lengths
+    found: dict[str, list[float]] = {}
+    for r in rows:
+        key = (r["input_len"], r["output_len"])
+        if key == (ln.prefill_input, ln.prefill_output):
+            name, value = f"prefill_b{r['batch_size']}", r["prefill_latency"]
+        elif key == (ln.decode_input, ln.decode_output):
+            name, value = f"decode_b{r['batch_size']}", r["total_latency"]
+        else:
+            continue
+        found.setdefault(name, []).append(float(value))
+    return {k: statistics.median(v) for k, v in sorted(found.items())}
+
+
+def compare(verdict: dict, bench: dict[str, float]) -> list[dict]:
+    """One row per scenario: the gate's median (the unpatched configuration), the
+    bench median and their ratio."""
+    rows = []
+    for s in verdict["scenarios"]:
+        b = bench.get(s["name"])
+        if b is None:
+            raise PatchgateError(f"bench_one_batch reported nothing for {s['name']}",
+                                 hint="see its output above (batch too large for memory?)")
+        gate = s["reference_median_s"]
+        rows.append({"name": s["name"], "gate_median_s": gate, "bench_median_s": b,
+                     "ratio": gate / b})
+    return rows
+
+
+def run(profile, verdict_path: Path, out: Path, repeats: int = 3) -> list[dict]:
+    try:
+        verdict = json.loads(verdict_path.read_text())
+    except (OSError, ValueError) as e:
+        raise PatchgateError(f"{verdict_path}: cannot read the verdict ({e})",
+                             hint="pass the --json file of a guard run of this profile"
+                             ) from e
+    if verdict.get("profile") != profile.name:
+        raise PatchgateError(f"{verdict_path} is a verdict of profile "
+                             f"{verdict.get('profile')!r}, not {profile.name!r}",
+                             hint="compare runs of the same profile on the same machine")
+    result = out.with_suffix(".bench.jsonl")
+    result.unlink(missing_ok=True)
+    cmd = bench_command(profile, result, repeats)
+    print("$ " + " ".join(cmd), file=sys.stderr, flush=True)
+    proc = subprocess.run(cmd, check=False)
+    if proc.returncode != 0 or not result.exists():
+        raise PatchgateError(f"sglang.bench_one_batch exited with {proc.returncode}",
+                             hint="see its output above")
+    rows_in = [json.loads(x) for x in result.read_text().splitlines() if x.strip()]
+    rows = compare(verdict, bench_medians(rows_in, profile))
+    out.write_text(json.dumps({"profile": profile.name, "command": cmd, "repeats": repeats,
+                               "rows": rows, "environment": verdict.get("environment")},
+                              indent=2) + "\n")
+    return rows
