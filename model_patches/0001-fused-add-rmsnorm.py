@@ -59,7 +59,7 @@ def _sgl_model_forward(self, input_ids, positions, forward_batch, input_embeds=N
 def apply(model):
     layers = model.model.layers
     _fold_scale(model, layers)
-    sglang = type(model).__module__.startswith("sglang")
+    sglang = any(c.__module__.startswith("sglang.") for c in type(model).__mro__)
     for layer in layers:
         layer.forward = types.MethodType(_sgl_layer_forward if sglang else _hf_layer_forward,
                                          layer)

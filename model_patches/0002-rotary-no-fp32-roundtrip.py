@@ -29,7 +29,7 @@ def _sgl_attention_forward(self, positions, hidden_states, forward_batch, **kwar
 
 def apply(model):
     layers = model.model.layers
-    if type(model).__module__.startswith("sglang"):
+    if any(c.__module__.startswith("sglang.") for c in type(model).__mro__):
         for layer in layers:
             attn = layer.self_attn
             attn.forward = types.MethodType(_sgl_attention_forward, attn)

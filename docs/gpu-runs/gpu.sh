@@ -7,7 +7,7 @@
 #   bash docs/gpu-runs/gpu.sh train                  # training variants, in the background
 #   bash docs/gpu-runs/gpu.sh wait-train             # wait, pick the best, copy it out
 #   bash docs/gpu-runs/gpu.sh smoke                  # SGLang adapter checks (smoke.py)
-#   bash docs/gpu-runs/gpu.sh guard PROFILE PATCHES NAME [guard args]
+#   bash docs/gpu-runs/gpu.sh guard PROFILE PATCHES NAME [guard args]   # /tmp/empty: none
 #   bash docs/gpu-runs/gpu.sh fidelity PROFILE NAME  # vs sglang.bench_one_batch
 #   bash docs/gpu-runs/gpu.sh pack                   # baselines + logs -> $OUT
 #
@@ -73,6 +73,7 @@ smoke)
   ;;
 guard)
   profile=$1 patches=$2 name=$3; shift 3
+  mkdir -p /tmp/empty
   python3 -m patchgate guard --profile "$profile" --patches "$patches" --baselines "$BL" \
     --changelog "$BL/CHANGELOG.md" --json "/tmp/logs/$name.json" \
     --markdown "/tmp/logs/$name.md" "$@" 2>&1 | tee "/tmp/logs/$name.log" \

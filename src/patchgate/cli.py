@@ -121,6 +121,16 @@ def main(argv: list[str] | None = None) -> int:
         _error(e.message, e.hint)
         _error_json(args, e.message)
         return EXIT_ERROR
+    except Exception as e:  # a bug here or in a library: an error (2), never "rejected" (1)
+        import traceback
+
+        traceback.print_exc()
+        step = run.step if run else "start-up"
+        msg = (f"unexpected {type(e).__name__} during {step}: {e}; nothing under baselines/ "
+               "or CHANGELOG.md was written")
+        _error(msg, "the traceback above says where; report it if the input looks right")
+        _error_json(args, msg)
+        return EXIT_ERROR
     except KeyboardInterrupt:
         step = run.step if run else "start-up"
         msg = f"interrupted during {step}; nothing under baselines/ or CHANGELOG.md was written"

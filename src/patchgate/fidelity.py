@@ -23,8 +23,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .config import repo_root
 from .errors import PatchgateError
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
 # engine settings that bench_one_batch takes as flags (ServerArgs names)
 PASSED = ("dtype", "load_format", "kv_cache_dtype", "disable_prefill_cuda_graph",
           "attention_backend", "chunked_prefill_size", "quantization")
@@ -40,6 +42,10 @@ def bench_command(profile, result_file: Path, repeats: int = 3) -> list[str]:
            "--batch-size", *[str(b) for b in profile.batch_sizes * repeats],
            "--input-len", str(ln.prefill_input), str(ln.decode_input),
            "--output-len", str(ln.prefill_output), str(ln.decode_output)]
+    if not any((profile.model_path() / f).exists() for f in TOKENIZER_FILES):
+        # bench_one_batch loads a tokenizer even for its synthetic token ids, which a
+        # random-weight model folder does not ship; any tokenizer will do there.
+        cmd += ["--tokenizer-path", str(repo_root() / "models" / "default")]
     for key in PASSED:
         if key in args:
             value = args[key]

@@ -12,6 +12,7 @@ shut down on close, errors and Ctrl-C.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import sys
 import tempfile
@@ -59,6 +60,16 @@ def server_args(profile, patches, known: set[str] | None = None, share: float = 
         args[key] = value
     args.update(FORCED)
     return args
+
+
+def model_vocab_size(model_dir: Path) -> int:
+    """``vocab_size`` of the model's config.json (random-weight models ship no tokenizer)."""
+    cfg = Path(model_dir) / "config.json"
+    try:
+        return int(json.loads(cfg.read_text())["vocab_size"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise PatchgateError(f"{cfg}: cannot read vocab_size ({e})",
+                             hint="the model folder needs a config.json with vocab_size") from e
 
 
 class SGLangEngine(Timed):
@@ -110,11 +121,14 @@ class SGLangEngine(Timed):
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
-        from transformers import AutoTokenizer
+        self.vocab_size = model_vocab_size(profile.model_path())
+        self.tokenizer = None  # token ids in and out; the lm-eval guard needs one
+        if profile.guard == "lm_eval":
+            from transformers import AutoTokenizer
 
-        self.tokenizer = AutoTokenizer.from_pretrained(profile.model_path(),
-                                                       trust_remote_code=True)
-        self.vocab_size = len(self.tokenizer)
+            self.tokenizer = AutoTokenizer.from_pretrained(profile.model_path(),
+                                                           trust_remote_code=True)
+            self.vocab_size = min(self.vocab_size, len(self.tokenizer))
 
     def _generate(self, ids, params, **kw):
         try:
@@ -125,8 +139,7 @@ class SGLangEngine(Timed):
         return out if isinstance(out, list) else [out]
 
     def generate(self, batch, max_new_tokens):
-        params = {"max_new_tokens": max_new_tokens, "min_new_tokens": max_new_tokens,
-                  "temperature": 0.0, "ignore_eos": True}
+        params = {"max_new_tokens": max_new_tokens, "temperature": 0.0, "ignore_eos": True}
         out = [o["output_ids"] for o in self._generate(batch, params)]
         check_lengths(out, len(batch), max_new_tokens, self.label)
         return out

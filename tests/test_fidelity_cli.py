@@ -1,0 +1,75 @@
+"""Fidelity (gate vs sglang.bench_one_batch) and CLI error mapping; no GPU needed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from patchgate import cli, fidelity, gate
+from patchgate.config import get_profile
+from patchgate.engines.sglang import model_vocab_size
+from patchgate.errors import PatchgateError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_bench_command_mirrors_the_profile(tmp_path):
+    prof = get_profile("h200-minicpm8b-dummy")
+    cmd = fidelity.bench_command(prof, tmp_path / "r.jsonl", repeats=2)
+    assert cmd[1:3] == ["-m", "sglang.bench_one_batch"]
+    assert cmd[cmd.index("--batch-size") + 1: cmd.index("--input-len")] == \
+        ["1", "8", "64", "1", "8", "64"]
+    assert cmd[cmd.index("--input-len") + 1: cmd.index("--output-len")] == ["2048", "128"]
+    assert cmd[cmd.index("--load-format") + 1] == "dummy"
+    assert "--disable-radix-cache" in cmd
+    # no tokenizer in the dummy folder: bench_one_batch gets the default model's
+    assert cmd[cmd.index("--tokenizer-path") + 1].endswith("models/default")
+    tiny = fidelity.bench_command(get_profile("h200-default"), tmp_path / "r.jsonl")
+    assert "--disable-prefill-cuda-graph" in tiny and "--tokenizer-path" not in tiny
+
+
+def test_bench_rows_map_to_scenarios_and_ratios():
+    prof = get_profile("h200-minicpm8b-dummy")
+    rows = [{"batch_size": 1, "input_len": 2048, "output_len": 1, "prefill_latency": x,
+             "total_latency": x} for x in (0.060, 0.058, 0.059)]
+    rows += [{"batch_size": 1, "input_len": 128, "output_len": 256, "prefill_latency": 0.01,
+              "total_latency": 1.40}]
+    rows += [{"batch_size": 1, "input_len": 2048, "output_len": 256, "prefill_latency": 9,
+              "total_latency": 9}]  # the cross combination is ignored
+    med = fidelity.bench_medians(rows, prof)
+    assert med == {"prefill_b1": 0.059, "decode_b1": 1.40}
+    verdict = {"scenarios": [{"name": "prefill_b1", "reference_median_s": 0.0605},
+                             {"name": "decode_b1", "reference_median_s": 1.414}]}
+    out = fidelity.compare(verdict, med)
+    assert [round(r["ratio"], 3) for r in out] == [1.025, 1.01]
+    with pytest.raises(PatchgateError, match="decode_b8"):
+        fidelity.compare({"scenarios": [{"name": "decode_b8", "reference_median_s": 1}]}, med)
+
+
+def test_fidelity_refuses_a_verdict_of_another_profile(tmp_path):
+    v = tmp_path / "v.json"
+    v.write_text(json.dumps({"profile": "default", "scenarios": []}))
+    with pytest.raises(PatchgateError, match="not 'h200-default'"):
+        fidelity.run(get_profile("h200-default"), v, tmp_path / "f.json")
+
+
+def test_vocab_size_comes_from_the_config():
+    assert model_vocab_size(ROOT / "models/minicpm4-8b-dummy") == 73448
+    assert model_vocab_size(ROOT / "models/default") == 448
+    with pytest.raises(PatchgateError, match="vocab_size"):
+        model_vocab_size(ROOT / "models")
+
+
+def test_an_unexpected_exception_is_an_error_not_a_rejection(tmp_path, monkeypatch, capsys):
+    def boom(opts, run=None):
+        raise RuntimeError("library bug")
+
+    monkeypatch.setattr(gate, "run_guard", boom)
+    out = tmp_path / "v.json"
+    code = cli.main(["guard", "--patches", str(tmp_path), "--json", str(out), "--quiet"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "unexpected RuntimeError" in err and "library bug" in err
+    assert json.loads(out.read_text())["verdict"] == "error"
