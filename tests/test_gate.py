@@ -109,6 +109,30 @@ def test_accuracy_breaking_patch_is_rejected_and_recorded(work):
     assert not (work / "baselines/default/current.json").read_text().count("int3")
 
 
+def test_token_agreement_guard_through_the_gate(work):
+    """The random-weight profiles' guard, run end to end on the default model."""
+    prof = PROFILE.with_overrides(guard="token_agreement", rounds=5)
+    bad = run_guard(GuardOptions(profile=prof, patches_dir=GATE / "break_accuracy",
+                                 baselines_dir=work / "baselines",
+                                 changelog=work / "CHANGELOG.md", quiet=True))
+    assert bad["verdict"] == "rejected" and "token agreement" in bad["accuracy"]["mode"]
+    assert bad["accuracy"]["n"] == 16 * 64 and bad["accuracy"]["ratio"] < 0.9
+    ok = run_guard(GuardOptions(profile=prof, patches_dir=GATE / "neutral",
+                                baselines_dir=work / "baselines",
+                                changelog=work / "CHANGELOG.md", quiet=True))
+    assert ok["accuracy"]["ratio"] >= 0.99, ok["reasons"]
+
+
+def test_record_logs_an_accepted_change_without_touching_baselines(work):
+    folder = work / "baselines" / "default"
+    stored = {n: (folder / n).read_bytes() for n in ("reference.json", "current.json")}
+    v = run_guard(opts(work, GATE / "neutral", record=True))
+    assert v["verdict"] == "accepted"
+    assert {n: (folder / n).read_bytes() for n in stored} == stored
+    assert "(accepted)" in (work / "CHANGELOG.md").read_text()
+    assert len((folder / "history.jsonl").read_text().splitlines()) == 1
+
+
 def test_accept_updates_baselines_and_changelog(work):
     v = run_guard(opts(work, GATE / "neutral", accept=True))
     assert v["verdict"] == "accepted"

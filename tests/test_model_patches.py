@@ -61,3 +61,34 @@ def test_rejected_int4_patch_leaves_16_levels_per_group():
     groups = w.reshape(w.shape[0], -1, 32)
     levels = max(len(torch.unique(g)) for g in groups[:8].reshape(-1, 32))
     assert levels <= 16
+
+
+def test_mixed_precision_patch_quantizes_as_the_sensitivity_tool_does():
+    """0005 stores int8 (per channel) weights in its INT8_LAYERS and int4 (groups of
+    32) everywhere else, exactly what models/quantize.py computes."""
+    from models.quantize import rtn_quantize
+    from patchgate.patches import load_module
+
+    (patch,) = [p for p in discover(ROOT / "model_patches") if p.name.startswith("0005")]
+    int8 = load_module(patch).INT8_LAYERS
+    base = load()
+    original = {n: m.weight.detach().clone() for n, m in base.named_modules()
+                if isinstance(m, torch.nn.Linear)}
+    assert set(int8) <= set(original)
+    model = apply_patches(base, [patch], "transformers")
+    mods = dict(model.named_modules())
+    for name, w in original.items():
+        want = rtn_quantize(w, 8, None) if name in int8 else rtn_quantize(w, 4, 32)
+        assert torch.equal(mods[name].weight, want), name
+
+
+def test_sensitivity_ranks_layers_and_wins_back_nll():
+    """The layer choice of 0005 comes from models.sensitivity.choose; on a small
+    calibration sample it still ranks every layer and meets its own rule."""
+    from models import sensitivity
+
+    res = sensitivity.choose(load(), sensitivity.calibration_batches(n=4), target=0.995)
+    assert len(res["layers"]) == len(sensitivity.linear_names(load()))
+    assert set(res["int8_layers"]) <= {r["layer"] for r in res["layers"]}
+    if res["all_int4"]["nll_increase"] > 0 and len(res["int8_layers"]) < len(res["layers"]):
+        assert res["mixed_nll_increase"] <= 0.5 * res["all_int4"]["nll_increase"] + 1e-9

@@ -84,3 +84,22 @@ def test_architecture_of_the_default_model():
     assert sglang_hook.architecture(root / "models/default") == "MiniCPMForCausalLM"
     with pytest.raises(PatchgateError, match="cannot read the model architecture"):
         sglang_hook.architecture(root / "models")
+
+
+def test_a_worker_sigquit_raises_instead_of_killing_the_gate():
+    """SGLang's workers report a failure with SIGQUIT to the launching process; the
+    handler the adapter passes as ``custom_sigquit_handler`` turns it into an
+    exception (a real signal, delivered while the process waits)."""
+    import os
+    import signal
+    import time
+
+    from patchgate.engines.sglang import WorkerFailed, raise_on_sigquit
+
+    old = signal.signal(signal.SIGQUIT, raise_on_sigquit)
+    try:
+        with pytest.raises(WorkerFailed, match="SIGQUIT"):
+            os.kill(os.getpid(), signal.SIGQUIT)
+            time.sleep(5)  # the handler interrupts this wait, as it would engine start-up
+    finally:
+        signal.signal(signal.SIGQUIT, old)

@@ -32,7 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--accept", action="store_true",
                    help="if accepted: update baselines/ and append the change-log entry")
     g.add_argument("--record", action="store_true",
-                   help="if rejected: append a change-log entry anyway")
+                   help="append a change-log entry whatever the verdict (baselines "
+                   "change only with --accept)")
     g.add_argument("--rounds", type=int, help="timed rounds per scenario (profile default)")
     g.add_argument("--force-environment", action="store_true",
                    help="use stored results from another environment (not recommended)")

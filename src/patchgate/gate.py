@@ -14,7 +14,8 @@ The verdict says which numbers were measured and which were loaded.
 
 Nothing under ``baselines/`` or CHANGELOG.md is written unless the run completes:
 ``--accept`` (accepted runs) replaces both baselines and appends the change-log
-entry in one atomic step; ``--record`` logs a rejected run too.
+entry in one atomic step; ``--record`` logs the run whatever the verdict (a rejected
+change, or one that is accepted but not kept), without touching the baselines.
 """
 
 from __future__ import annotations
@@ -240,7 +241,7 @@ def public(verdict: dict) -> dict:
 def _write(opts: GuardOptions, store, verdict, sets, stored, env) -> None:
     files: dict[Path, str] = {}
     accepted = verdict["verdict"] == "accepted"
-    log_it = (opts.accept and accepted) or (opts.record and not accepted)
+    log_it = (opts.accept and accepted) or opts.record
     if opts.accept and accepted:
         files.update(store.render_many(_envelopes(opts, verdict, sets, env)))
     if log_it and verdict["new_patches"]:

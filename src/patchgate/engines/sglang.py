@@ -72,6 +72,27 @@ def model_vocab_size(model_dir: Path) -> int:
                              hint="the model folder needs a config.json with vocab_size") from e
 
 
+class WorkerFailed(RuntimeError):
+    """An SGLang worker process failed while the engine was starting."""
+
+
+def raise_on_sigquit(signum, frame):
+    """SGLang's workers signal a failure with SIGQUIT to the launching process, whose
+    default handler then kills its own process tree: the gate with it, before it can
+    say which patch failed. As ``custom_sigquit_handler`` this raises instead, so the
+    engine start fails with an exception the gate reports (and cleans up after)."""
+    raise WorkerFailed("an SGLang worker process failed (it sent SIGQUIT)")
+
+
+def kill_children() -> None:
+    """End the worker processes a failed engine start left behind (they hold GPU memory)."""
+    try:
+        from sglang.srt.utils.common import kill_process_tree
+    except ImportError:
+        return
+    kill_process_tree(os.getpid(), include_parent=False)
+
+
 class SGLangEngine(Timed):
     name = "sglang"
 
@@ -87,6 +108,8 @@ class SGLangEngine(Timed):
                                  hint="install it with `pip install -e .[sglang]` on the GPU "
                                  "machine")
         args = server_args(profile, applicable, known, share)
+        if "custom_sigquit_handler" in known:
+            args["custom_sigquit_handler"] = raise_on_sigquit
         pkg = None
         if any(p.has_apply for p in applicable):
             arch = sglang_hook.architecture(profile.model_path())
@@ -105,6 +128,8 @@ class SGLangEngine(Timed):
             self.engine = sglang.Engine(**args)
         except Exception as e:
             err = sglang_hook.read_worker_error(folder, pkg) if pkg else None
+            if self.engine is None:
+                kill_children()
             self.close()
             if err:
                 raise PatchgateError(
