@@ -105,8 +105,8 @@ def test_accuracy_breaking_patch_is_rejected_and_recorded(work):
     assert v["accuracy"]["flipped_to_wrong"] > v["accuracy"]["flipped_to_right"]
     assert "accuracy" in v["reasons"][0]
     log = (work / "CHANGELOG.md").read_text()
-    assert "Quantize every linear layer to 3 bits" in log and "(rejected)" in log
-    assert not (work / "baselines/default/current.json").read_text().count("int3")
+    assert "Quantize every linear layer to 2 bits" in log and "(rejected)" in log
+    assert not (work / "baselines/default/current.json").read_text().count("int2")
 
 
 def test_token_agreement_guard_through_the_gate(work):
