@@ -6,7 +6,7 @@ import pytest
 
 from patchgate.config import get_profile
 from patchgate.scenarios import make_scenarios
-from patchgate.verdict import accuracy_block, compare_scenarios, decide
+from patchgate.verdict import accuracy_block, compare_scenarios, decide, task_notes
 
 PROFILE = get_profile("default")
 SCEN = make_scenarios(PROFILE)
@@ -75,3 +75,11 @@ def test_accuracy_below_99_percent_rejects_and_c_scales():
 def test_accuracy_at_99_percent_passes():
     v = run({}, [1.0] * 100, [1.0] * 99 + [0.0])
     assert v["verdict"] == "accepted" and v["C"] == pytest.approx(1.0)
+
+
+def test_a_task_below_the_limit_is_noted_even_when_the_mean_passes():
+    block = {"per_task": {"a": {"ratio": 0.892, "candidate": 0.58, "reference": 0.65},
+                          "b": {"ratio": 1.05, "candidate": 0.7, "reference": 0.666}}}
+    (note,) = task_notes(block, 0.99)
+    assert note.startswith("task a is at 89.2 % of the reference (0.580 vs 0.650)")
+    assert task_notes({"per_task": {}}, 0.99) == []

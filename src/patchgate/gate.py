@@ -36,7 +36,7 @@ from .measure import measure
 from .patches import Patch, content_key, discover, skipped
 from .report import render_terminal
 from .scenarios import make_scenarios
-from .verdict import accuracy_block, compare_scenarios, decide
+from .verdict import accuracy_block, compare_scenarios, decide, task_notes
 
 LABELS = ("candidate", "current", "reference")
 HISTORY = "history.jsonl"
@@ -161,6 +161,7 @@ def _evaluate(run, prof, sets, keys, engines, stored, env) -> dict:
         stored["current"] else "reference"
     rows = compare_scenarios(scenarios, s["candidate"], s["current"], s["reference"], prof)
     verdict = decide(prof, rows, accuracy, compared_with=compared_with)
+    run.notes.extend(task_notes(accuracy, prof.thresholds.accuracy_reject))
     same = keys["candidate"] == keys["current"]
     if same:
         run.notes.append("the candidate is the current baseline (no new or changed patches): "
