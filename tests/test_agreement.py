@@ -56,3 +56,46 @@ def test_broken_weights_lose_agreement(reference):
     assert cand["mean"] < 0.9 * ref["mean"]
     assert {s["id"] for s in cand["tasks"][agreement.TASK]["samples"]} == \
         {s["id"] for s in ref["tasks"][agreement.TASK]["samples"]}
+
+
+@pytest.fixture(scope="module")
+def random_weights(tmp_path_factory) -> Path:
+    """The default model's folder with random weights drawn as SGLang's dummy loader
+    draws them (uniform in +-1e-3): what the random-weight profiles run."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    src = Path(__file__).resolve().parent.parent / "models" / "default"
+    out = tmp_path_factory.mktemp("dummy")
+    for f in src.iterdir():
+        if f.suffix in (".json", ".py") and f.name != "train_log.json":
+            shutil.copy(f, out / f.name)
+    g = torch.Generator().manual_seed(1234)
+    state = {k: torch.rand(v.shape, generator=g) * 2e-3 - 1e-3
+             for k, v in load_file(str(src / "model.safetensors")).items()}
+    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
+    return out
+
+
+def test_on_random_weights_an_exact_rewrite_agrees_and_broken_weights_do_not(random_weights):
+    """Random weights have many near-ties (the reference agrees with itself on only
+    about 80 % of tokens: cached decode vs full prefill), yet an exact rewrite keeps
+    the ratio at 1 and 2-bit weights lose about half."""
+    root = Path(__file__).resolve().parent.parent
+    prof = PROFILE.with_overrides(model=str(random_weights))
+    fused = [p for p in discover(root / "model_patches") if p.name.startswith("0001")]
+    ref = TransformersEngine(prof, [], "reference")
+    try:
+        for patches, low, high in ((fused, 0.99, 1.01),
+                                   (discover(FIX / "break_accuracy"), 0.0, 0.8)):
+            cand = TransformersEngine(prof, patches, "candidate")
+            try:
+                r, c = agreement.run(ref, cand, prof, n=4, new_tokens=24)
+            finally:
+                cand.close()
+            assert 0.5 < r["mean"] <= 1.0
+            assert low <= c["mean"] / r["mean"] <= high
+    finally:
+        ref.close()
