@@ -6,7 +6,13 @@ import pytest
 
 from patchgate.config import get_profile
 from patchgate.scenarios import make_scenarios
-from patchgate.verdict import accuracy_block, compare_scenarios, decide, task_notes
+from patchgate.verdict import (
+    accuracy_block,
+    compare_scenarios,
+    decide,
+    inconclusive_slowdowns,
+    task_notes,
+)
 
 PROFILE = get_profile("default")
 SCEN = make_scenarios(PROFILE)
@@ -83,3 +89,19 @@ def test_a_task_below_the_limit_is_noted_even_when_the_mean_passes():
     (note,) = task_notes(block, 0.99)
     assert note.startswith("task a is at 89.2 % of the reference (0.580 vs 0.650)")
     assert task_notes({"per_task": {}}, 0.99) == []
+
+
+def test_a_noisy_slowdown_is_inconclusive_and_each_look_costs_alpha():
+    noisy = [1.0, 1.6, 0.8, 1.5, 0.9, 1.4, 1.0, 1.3, 0.85, 1.45]  # median 1.15, wide spread
+    cand = samples()
+    cand["decode_b1"] = noisy
+    rows = compare_scenarios(SCEN, cand, samples(), samples(), PROFILE)
+    assert inconclusive_slowdowns(rows) == ["decode_b1"]
+    again = compare_scenarios(SCEN, cand, samples(), samples(), PROFILE, {"decode_b1": 3})
+    by = {r["name"]: r for r in again}
+    assert by["decode_b1"]["looks"] == 3 and by["prefill_b1"]["looks"] == 1
+    assert by["decode_b1"]["alpha"] == pytest.approx(by["prefill_b1"]["alpha"] / 3)
+    # a clear slowdown is decided at once, and faster rows never ask for more rounds
+    clear = compare_scenarios(SCEN, samples({"decode_b1": 1.3, "prefill_b8": 0.7}), samples(),
+                              samples(), PROFILE)
+    assert inconclusive_slowdowns(clear) == []

@@ -50,6 +50,9 @@ class Profile:
     batch_sizes: tuple[int, ...] = BATCH_SIZES
     rounds: int = 10  # timed rounds per configuration and scenario
     warmup: int = 1  # thrown-away rounds before timing
+    # An inconclusive slowdown (slower than the threshold, not significant) gets up to
+    # this many more looks of ``rounds`` rounds each, tested at alpha / looks.
+    extra_looks: int = 2
     tasks: tuple[str, ...] = ("default_suite",)
     task_path: str = "guards/tasks"
     guard: str = "lm_eval"  # "lm_eval" | "token_agreement" (random weights)

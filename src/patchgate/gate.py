@@ -36,7 +36,7 @@ from .measure import measure
 from .patches import Patch, content_key, discover, skipped
 from .report import render_terminal
 from .scenarios import make_scenarios
-from .verdict import accuracy_block, compare_scenarios, decide, task_notes
+from .verdict import accuracy_block, compare_scenarios, decide, inconclusive_slowdowns, task_notes
 
 LABELS = ("candidate", "current", "reference")
 HISTORY = "history.jsonl"
@@ -144,10 +144,11 @@ def _evaluate(run, prof, sets, keys, engines, stored, env) -> dict:
               f"{prof.rounds} rounds (+{prof.warmup} warm-up), interleaved")
     with _progress(calls, "latency", run.opts.quiet) as bar:
         names = {k: "+".join(lb for lb in LABELS if keys[lb] == k) for k in by_key}
-        named = measure({names[k]: e for k, e in by_key.items()}, scenarios, prof.rounds,
-                        prof.warmup, prof.seed, bar)
-        samples = {k: named[names[k]] for k in by_key}
-    s = {label: samples[keys[label]] for label in LABELS}
+        named_engines = {names[k]: e for k, e in by_key.items()}
+        named = measure(named_engines, scenarios, prof.rounds, prof.warmup, prof.seed, bar)
+        s = {label: named[names[keys[label]]] for label in LABELS}
+        looks = _more_rounds(run, prof, scenarios, named_engines, named, s,
+                             keys["candidate"] == keys["current"], bar)
     if prof.guard == "token_agreement":
         ref_acc, cand_acc, ref_source = _agreement(run, prof, engines, keys)
     else:
@@ -159,7 +160,8 @@ def _evaluate(run, prof, sets, keys, engines, stored, env) -> dict:
         accuracy["mode"] = agreement.MODE
     compared_with = "current baseline" if keys["current"] != keys["reference"] or \
         stored["current"] else "reference"
-    rows = compare_scenarios(scenarios, s["candidate"], s["current"], s["reference"], prof)
+    rows = compare_scenarios(scenarios, s["candidate"], s["current"], s["reference"], prof,
+                             looks)
     verdict = decide(prof, rows, accuracy, compared_with=compared_with)
     run.notes.extend(task_notes(accuracy, prof.thresholds.accuracy_reject))
     same = keys["candidate"] == keys["current"]
@@ -178,6 +180,30 @@ def _evaluate(run, prof, sets, keys, engines, stored, env) -> dict:
         "_scenarios": scenarios,
     })
     return verdict
+
+
+def _more_rounds(run, prof, scenarios, engines, samples, s, same, bar) -> dict[str, int]:
+    """Measure again where a slowdown beyond the threshold is not yet significant, up to
+    ``prof.extra_looks`` times (``samples`` grow in place). Returns the looks per
+    scenario, which the final test divides alpha by."""
+    looks = {sc.name: 1 for sc in scenarios}
+    for _ in range(0 if same else prof.extra_looks):
+        rows = compare_scenarios(scenarios, s["candidate"], s["current"], s["reference"],
+                                 prof, looks)
+        pending = [sc for sc in scenarios if sc.name in inconclusive_slowdowns(rows)]
+        if not pending:
+            break
+        run.say(f"[patchgate] inconclusive slowdown in {', '.join(p.name for p in pending)}: "
+                f"{prof.rounds} more rounds")
+        bar.total += prof.rounds * len(pending) * len(engines)
+        bar.refresh()
+        more = measure(engines, pending, prof.rounds, 0, prof.seed, bar)
+        for name in engines:
+            for sc in pending:
+                samples[name][sc.name].extend(more[name][sc.name])
+        for sc in pending:
+            looks[sc.name] += 1
+    return looks
 
 
 def _agreement(run, prof, engines, keys):

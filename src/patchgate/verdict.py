@@ -25,13 +25,17 @@ VERDICT_SCHEMA_VERSION = 1
 
 def compare_scenarios(scenarios: list[Scenario], candidate: dict[str, list[float]],
                       baseline: dict[str, list[float]], reference: dict[str, list[float]],
-                      profile: Profile) -> list[dict]:
+                      profile: Profile, looks: dict[str, int] | None = None) -> list[dict]:
+    """One row per scenario. ``looks``: how many times a scenario's samples were
+    tested (more rounds were measured after an inconclusive look)."""
     th = profile.thresholds
-    # Six scenarios are six tests: Bonferroni keeps the chance that a change with no
-    # effect is rejected for noise at about alpha for the whole verdict.
-    alpha = th.alpha / len(scenarios)
     rows = []
     for s in scenarios:
+        # Six scenarios are six tests, and a scenario measured again after an
+        # inconclusive look was tested more than once: Bonferroni over both keeps the
+        # chance that a change with no effect is rejected for noise at about alpha.
+        n_looks = (looks or {}).get(s.name, 1)
+        alpha = th.alpha / (len(scenarios) * n_looks)
         c, b, r = candidate[s.name], baseline[s.name], reference[s.name]
         cmp = stats.compare_latency(c, b, threshold=th.latency, alpha=alpha,
                                     confidence=1 - alpha, seed=profile.seed)
@@ -49,9 +53,15 @@ def compare_scenarios(scenarios: list[Scenario], candidate: dict[str, list[float
             "mark": cmp.mark,
             "detectable": cmp.detectable,
             "rounds": len(c),
+            "looks": n_looks,
             "alpha": alpha,
         })
     return rows
+
+
+def inconclusive_slowdowns(rows: list[dict]) -> list[str]:
+    """Scenarios slower than the threshold without significance: worth more rounds."""
+    return [r["name"] for r in rows if r["mark"] == "~" and r["ratio"] > 1]
 
 
 def speed_scores(rows: list[dict], batch_sizes: tuple[int, ...]) -> dict[str, float]:
