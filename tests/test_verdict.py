@@ -87,7 +87,7 @@ def test_a_task_below_the_limit_is_noted_even_when_the_mean_passes():
     block = {"per_task": {"a": {"ratio": 0.892, "candidate": 0.58, "reference": 0.65},
                           "b": {"ratio": 1.05, "candidate": 0.7, "reference": 0.666}}}
     (note,) = task_notes(block, 0.99)
-    assert note.startswith("task a is at 89.2 % of the reference (0.580 vs 0.650)")
+    assert note.startswith("task a is at 89.20 % of the reference (0.580 vs 0.650)")
     assert task_notes({"per_task": {}}, 0.99) == []
 
 

@@ -98,7 +98,7 @@ def task_notes(accuracy: dict, limit: float) -> list[str]:
     """Tasks that fell below ``limit`` of the reference although the rule, which holds
     the suite's mean, may pass: worth a look, not a rejection (a task of 100 items
     moves by 1 % per item)."""
-    return [f"task {t} is at {100 * v['ratio']:.1f} % of the reference "
+    return [f"task {t} is at {100 * v['ratio']:.2f} % of the reference "
             f"({v['candidate']:.3f} vs {v['reference']:.3f}); the {100 * limit:.0f} % rule "
             "applies to the mean over the tasks"
             for t, v in sorted(accuracy.get("per_task", {}).items()) if v["ratio"] < limit]
