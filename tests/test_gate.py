@@ -72,8 +72,19 @@ def test_first_run_wrote_reference_and_current(reference_dir):
     assert ref["environment"]["engine"] == "transformers"
 
 
+def neutral(work, **kw) -> tuple[dict, int]:
+    """The gate on a no-op patch: (verdict, runs). A harmless change is rejected for
+    latency noise in about alpha = 5 % of runs by design, and on this shared machine
+    two processes can differ by a steady few per cent; so a rejection for latency
+    alone gets one more run, and two in a row fail the test."""
+    v = run_guard(opts(work, GATE / "neutral", **kw))
+    if v["verdict"] == "rejected" and all(" slower than " in r for r in v["reasons"]):
+        return run_guard(opts(work, GATE / "neutral", **kw)), 2
+    return v, 1
+
+
 def test_neutral_patch_is_accepted(work):
-    v = run_guard(opts(work, GATE / "neutral", json_path=work / "v.json"))
+    v, _ = neutral(work, json_path=work / "v.json")
     assert v["verdict"] == "accepted", v["reasons"]
     assert v["accuracy"]["ratio"] == 1.0
     assert v["accuracy"]["reference_source"].startswith("loaded from")
@@ -126,16 +137,16 @@ def test_token_agreement_guard_through_the_gate(work):
 def test_record_logs_an_accepted_change_without_touching_baselines(work):
     folder = work / "baselines" / "default"
     stored = {n: (folder / n).read_bytes() for n in ("reference.json", "current.json")}
-    v = run_guard(opts(work, GATE / "neutral", record=True))
-    assert v["verdict"] == "accepted"
+    v, runs = neutral(work, record=True)
+    assert v["verdict"] == "accepted", v["reasons"]
     assert {n: (folder / n).read_bytes() for n in stored} == stored
     assert "(accepted)" in (work / "CHANGELOG.md").read_text()
-    assert len((folder / "history.jsonl").read_text().splitlines()) == 1
+    assert len((folder / "history.jsonl").read_text().splitlines()) == runs
 
 
 def test_accept_updates_baselines_and_changelog(work):
-    v = run_guard(opts(work, GATE / "neutral", accept=True))
-    assert v["verdict"] == "accepted"
+    v, _ = neutral(work, accept=True)
+    assert v["verdict"] == "accepted", v["reasons"]
     cur = json.loads((work / "baselines/default/current.json").read_text())
     assert [p["name"] for p in cur["patches"]] == ["0001-silu-module.py"]
     assert "(accepted)" in (work / "CHANGELOG.md").read_text()
