@@ -119,25 +119,31 @@ def main(argv: list[str] | None = None) -> int:
             atomic_write_text(args.markdown, render_markdown(verdict))
         return EXIT_ACCEPTED if verdict["verdict"] == "accepted" else EXIT_REJECTED
     except PatchgateError as e:
-        _error(e.message, e.hint)
-        _error_json(args, e.message)
-        return EXIT_ERROR
+        return _fail(args, e.message, e.hint)
     except Exception as e:  # a bug here or in a library: an error (2), never "rejected" (1)
         import traceback
 
         traceback.print_exc()
-        step = run.step if run else "start-up"
-        msg = (f"unexpected {type(e).__name__} during {step}: {e}; nothing under baselines/ "
-               "or CHANGELOG.md was written")
-        _error(msg, "the traceback above says where; report it if the input looks right")
-        _error_json(args, msg)
-        return EXIT_ERROR
+        return _fail(args, f"unexpected {type(e).__name__} during {_step(run)}: {e}; "
+                     f"{NOTHING_WRITTEN}",
+                     "the traceback above says where; report it if the input looks right")
     except KeyboardInterrupt:
-        step = run.step if run else "start-up"
-        msg = f"interrupted during {step}; nothing under baselines/ or CHANGELOG.md was written"
-        _error(msg, "run the command again to get a verdict")
-        _error_json(args, msg)
-        return EXIT_ERROR
+        return _fail(args, f"interrupted during {_step(run)}; {NOTHING_WRITTEN}",
+                     "run the command again to get a verdict")
+
+
+NOTHING_WRITTEN = "nothing under baselines/ or CHANGELOG.md was written"
+
+
+def _step(run) -> str:
+    return run.step if run else "start-up"
+
+
+def _fail(args, message: str, hint: str) -> int:
+    """Report an error once (stderr, and the --json verdict file if asked): exit 2."""
+    _error(message, hint)
+    _error_json(args, message)
+    return EXIT_ERROR
 
 
 def _error(message: str, hint: str) -> None:

@@ -146,18 +146,20 @@ def _evaluate(run, prof, sets, keys, engines, stored, env) -> dict:
         names = {k: "+".join(lb for lb in LABELS if keys[lb] == k) for k in by_key}
         named_engines = {names[k]: e for k, e in by_key.items()}
         named = measure(named_engines, scenarios, prof.rounds, prof.warmup, prof.seed, bar)
-        s = {label: named[names[keys[label]]] for label in LABELS}
-        looks = _more_rounds(run, prof, scenarios, named_engines, named, s,
-                             keys["candidate"] == keys["current"], bar)
+        of_label = {label: names[keys[label]] for label in LABELS}
+        looks = _more_rounds(run, prof, scenarios, named_engines, named, of_label, bar)
+        s = {label: named[of_label[label]] for label in LABELS}
+    mode = None
     if prof.guard == "token_agreement":
         ref_acc, cand_acc, ref_source = _agreement(run, prof, engines, keys)
+        mode = agreement.MODE
     else:
         ref_acc, cand_acc, ref_source = _task_accuracy(run, prof, engines, keys, stored, env)
     ref_items, cand_items = acc.paired_scores(ref_acc, cand_acc)
     accuracy = accuracy_block(ref_items, cand_items, ref_acc, cand_acc, prof)
     accuracy["reference_source"] = ref_source
-    if prof.guard == "token_agreement":
-        accuracy["mode"] = agreement.MODE
+    if mode:
+        accuracy["mode"] = mode
     compared_with = "current baseline" if keys["current"] != keys["reference"] or \
         stored["current"] else "reference"
     rows = compare_scenarios(scenarios, s["candidate"], s["current"], s["reference"], prof,
@@ -182,18 +184,22 @@ def _evaluate(run, prof, sets, keys, engines, stored, env) -> dict:
     return verdict
 
 
-def _more_rounds(run, prof, scenarios, engines, samples, s, same, bar) -> dict[str, int]:
+def _more_rounds(run, prof, scenarios, engines, samples, of_label, bar) -> dict[str, int]:
     """Measure again where a slowdown beyond the threshold is not yet significant, up to
-    ``prof.extra_looks`` times (``samples`` grow in place). Returns the looks per
+    ``prof.extra_looks`` times. ``samples`` (per engine name) grow in place;
+    ``of_label`` names the engine of each configuration. Returns the looks per
     scenario, which the final test divides alpha by."""
     looks = {sc.name: 1 for sc in scenarios}
+    same = of_label["candidate"] == of_label["current"]  # compared with itself: no point
     for _ in range(0 if same else prof.extra_looks):
-        rows = compare_scenarios(scenarios, s["candidate"], s["current"], s["reference"],
-                                 prof, looks)
-        pending = [sc for sc in scenarios if sc.name in inconclusive_slowdowns(rows)]
+        view = {label: samples[name] for label, name in of_label.items()}
+        rows = compare_scenarios(scenarios, view["candidate"], view["current"],
+                                 view["reference"], prof, looks)
+        slow = set(inconclusive_slowdowns(rows))
+        pending = [sc for sc in scenarios if sc.name in slow]
         if not pending:
             break
-        run.say(f"[patchgate] inconclusive slowdown in {', '.join(p.name for p in pending)}: "
+        run.say(f"[patchgate] inconclusive slowdown in {', '.join(sorted(slow))}: "
                 f"{prof.rounds} more rounds")
         bar.total += prof.rounds * len(pending) * len(engines)
         bar.refresh()
