@@ -18,7 +18,13 @@ def test_format_entry():
         "Patches: `0001-fuse-add-rmsnorm.py`\n"
         "\n"
         "Accepted: score 104.2.\n")
-    assert "Patches: `0001-fuse-add-rmsnorm.py`, `0002-int4.py`" in ENTRY_B
+    assert "Patches: `0001-fuse-add-rmsnorm.py`, `0002-int4.py`\n" in ENTRY_B
+
+
+def test_entry_names_its_profile():
+    entry = changelog.format_entry("d", "t", "", "accepted", "Accepted.", ["0003-fp8-kv.py"],
+                                   profile="h200-default")
+    assert "Patches: `0003-fp8-kv.py` (profile `h200-default`)\n" in entry
 
 
 def test_long_description_is_cut():

@@ -8,7 +8,7 @@ are. An entry reads::
 
     One fused kernel instead of an add and a norm: saves a pass over the hidden state.
 
-    Patches: `0001-fuse-add-rmsnorm.py`
+    Patches: `0001-fuse-add-rmsnorm.py` (profile `default`)
 
     Accepted: score 104.2, accuracy 100.0 % of reference; largest changes: ...
 """
@@ -34,18 +34,21 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
 def format_entry(date: str, title: str, description: str, verdict: str, sentence: str,
-                 patch_names: list[str]) -> str:
+                 patch_names: list[str], profile: str | None = None) -> str:
     """One log entry in markdown, ending with a newline.
 
     ``description`` may be a whole docstring body: only its first paragraph is kept,
-    on one line, cut to about :data:`MAX_DESCRIPTION` characters.
+    on one line, cut to about :data:`MAX_DESCRIPTION` characters. ``profile`` (the
+    gate's profile, e.g. ``h200-default``) is named after the patches, so entries of
+    several profiles can share one log.
     """
     lines = [f"### {date} — {_one_line(title)} ({verdict})", ""]
     summary = _short_description(description)
     if summary:
         lines += [summary, ""]
     names = ", ".join(f"`{name}`" for name in patch_names) or "none"
-    lines += [f"Patches: {names}", "", _one_line(sentence)]
+    where = f" (profile `{profile}`)" if profile else ""
+    lines += [f"Patches: {names}{where}", "", _one_line(sentence)]
     return "\n".join(lines) + "\n"
 
 

@@ -331,7 +331,8 @@ def _entry(verdict: dict, sets) -> str:
     description = " ".join(p.description.split("\n\n")[0] for p in new)
     date = datetime.now(UTC).strftime("%Y-%m-%d")
     return changelog.format_entry(date, title, description, verdict["verdict"],
-                                  changelog.result_sentence(verdict), [p.name for p in new])
+                                  changelog.result_sentence(verdict), [p.name for p in new],
+                                  profile=verdict["profile"])
 
 
 def print_report(verdict: dict) -> None:
