@@ -24,10 +24,21 @@ def test_bench_command_mirrors_the_profile(tmp_path):
     assert cmd[cmd.index("--input-len") + 1: cmd.index("--output-len")] == ["2048", "128"]
     assert cmd[cmd.index("--load-format") + 1] == "dummy"
     assert "--disable-radix-cache" in cmd
+    # one unchunked forward of 64 x 2048 tokens needs room beyond the KV pool
+    assert float(cmd[cmd.index("--mem-fraction-static") + 1]) <= 0.7
     # no tokenizer in the dummy folder: bench_one_batch gets the default model's
     assert cmd[cmd.index("--tokenizer-path") + 1].endswith("models/default")
     tiny = fidelity.bench_command(get_profile("h200-default"), tmp_path / "r.jsonl")
     assert "--disable-prefill-cuda-graph" in tiny and "--tokenizer-path" not in tiny
+
+
+def test_recorded_command_names_no_machine_paths(tmp_path):
+    cmd = fidelity.bench_command(get_profile("h200-minicpm8b-dummy"), tmp_path / "r.jsonl")
+    shown = fidelity.shown(cmd)
+    assert shown[0] == "python" and shown[1:3] == ["-m", "sglang.bench_one_batch"]
+    assert shown[shown.index("--model-path") + 1] == "models/minicpm4-8b-dummy"
+    assert shown[shown.index("--result-filename") + 1] == "r.jsonl"
+    assert not any(a.startswith("/") for a in shown)
 
 
 def test_bench_rows_map_to_scenarios_and_ratios():
@@ -73,3 +84,52 @@ def test_an_unexpected_exception_is_an_error_not_a_rejection(tmp_path, monkeypat
     err = capsys.readouterr().err
     assert "unexpected RuntimeError" in err and "library bug" in err
     assert json.loads(out.read_text())["verdict"] == "error"
+
+
+def test_offline_bench_mirrors_the_gate_inputs(tmp_path):
+    from dataclasses import dataclass
+
+    from patchgate import bench_offline
+    from patchgate.scenarios import make_scenarios, prompt_ids
+
+    prof = get_profile("h200-minicpm8b-dummy")
+    kw = bench_offline.engine_kwargs(prof)
+    assert kw["disable_radix_cache"] is True and kw["skip_tokenizer_init"] is True
+    assert kw["load_format"] == "dummy" and kw["model_path"].endswith("minicpm4-8b-dummy")
+    assert "mem_fraction_static" not in kw  # SGLang's own default, as its CLI starts it
+
+    @dataclass
+    class Row:  # the fields of SGLang's DatasetRow that throughput_test_once reads
+        prompt: list
+        prompt_len: int
+        output_len: int
+
+    batches = bench_offline.requests(prof, Row)
+    scen = {s.name: s for s in make_scenarios(prof)}
+    assert set(batches) == set(scen)
+    for name, rows in batches.items():
+        s = scen[name]
+        assert len(rows) == s.batch_size
+        assert all(r.prompt_len == s.input_len == len(r.prompt) for r in rows)
+        assert all(r.output_len == s.output_len for r in rows)
+        # the very token ids the gate measured (same seed, same vocabulary)
+        assert [r.prompt for r in rows] == prompt_ids(s, 73448, prof.seed)
+
+    cmd = fidelity.offline_command(prof, tmp_path / "r.jsonl", repeats=5)
+    assert cmd[1:3] == ["-m", "patchgate.bench_offline"] and cmd[-2:] == ["--repeats", "5"]
+
+
+def test_offline_rows_map_to_medians():
+    rows = [{"scenario": "decode_b8", "total_latency": x} for x in (1.5, 1.4, 1.6)]
+    rows += [{"scenario": "prefill_b1", "total_latency": 0.05}]
+    assert fidelity.offline_medians(rows) == {"decode_b8": 1.5, "prefill_b1": 0.05}
+
+
+def test_fidelity_names_the_failing_bench(tmp_path):
+    v = tmp_path / "v.json"
+    v.write_text(json.dumps({"profile": "h200-default", "scenarios": []}))
+    with pytest.raises(PatchgateError, match="unknown bench"):
+        fidelity.run(get_profile("h200-default"), v, tmp_path / "f.json", bench="nope")
+    # no SGLang on this machine: the benchmark process fails and the error names it
+    with pytest.raises(PatchgateError, match="patchgate.bench_offline exited with 2"):
+        fidelity.run(get_profile("h200-default"), v, tmp_path / "f.json", bench="offline")

@@ -11,8 +11,15 @@ warm-up) and compares its latency with the median the gate reported in the verdi
 - decode scenario (``decode_input`` in, ``decode_output`` out): the gate's call vs
   bench_one_batch's total latency (prefill plus ``decode_output - 1`` decode steps).
 
-bench_one_batch drives SGLang's model runner directly (no scheduler, no IPC), so the
-ratio shows what the gate's measurement path adds on top of the model's own time.
+bench_one_batch drives SGLang's model runner directly (no scheduler, no IPC, no
+overlap of CPU and GPU work between decode steps), so the ratio shows how the
+engine's serving path differs from the model's own time.
+
+``--bench offline`` compares with SGLang's offline benchmark instead
+(:mod:`patchgate.bench_offline`: ``throughput_test_once`` of
+``sglang.bench_offline_throughput`` on an engine started as SGLang's CLI starts it),
+the same serving path the gate times: there the ratio checks the gate's own harness
+(its engine settings, warm-up, interleaving and timing).
 """
 
 from __future__ import annotations
@@ -29,13 +36,19 @@ from .errors import PatchgateError
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
 # engine settings that bench_one_batch takes as flags (ServerArgs names)
 PASSED = ("dtype", "load_format", "kv_cache_dtype", "disable_prefill_cuda_graph",
-          "attention_backend", "chunked_prefill_size", "quantization")
+          "attention_backend", "chunked_prefill_size", "quantization", "mem_fraction_static")
+# bench_one_batch prefills the whole batch in one forward (no chunking): 64 x 2048
+# tokens of an 8B model need about 16 GiB of activations beyond the KV pool, which at
+# SGLang's default static fraction ran out of memory on one H200. The pool's size does
+# not change a step's latency.
+BENCH_MEM_FRACTION = 0.6
 
 
 def bench_command(profile, result_file: Path, repeats: int = 3) -> list[str]:
     """The bench_one_batch command line for the profile's six scenarios."""
     ln = profile.lengths
-    args = {"dtype": profile.dtype, **profile.engine_args}
+    args = {"dtype": profile.dtype, "mem_fraction_static": BENCH_MEM_FRACTION,
+            **profile.engine_args}
     cmd = [sys.executable, "-m", "sglang.bench_one_batch",
            "--model-path", str(profile.model_path()), "--trust-remote-code",
            "--disable-radix-cache", "--result-filename", str(result_file),
@@ -55,6 +68,36 @@ def bench_command(profile, result_file: Path, repeats: int = 3) -> list[str]:
             elif value not in (False, None):
                 cmd += [flag, str(value)]
     return cmd
+
+
+BENCHES = ("one_batch", "offline")
+
+
+def offline_command(profile, result_file: Path, repeats: int = 3) -> list[str]:
+    """The :mod:`patchgate.bench_offline` command line (one engine, six scenarios)."""
+    return [sys.executable, "-m", "patchgate.bench_offline", "--profile", profile.name,
+            "--out", str(result_file), "--repeats", str(repeats)]
+
+
+def offline_medians(rows: list[dict]) -> dict[str, float]:
+    """Median offline-benchmark latency per scenario name."""
+    found: dict[str, list[float]] = {}
+    for r in rows:
+        found.setdefault(r["scenario"], []).append(float(r["total_latency"]))
+    return {k: statistics.median(v) for k, v in sorted(found.items())}
+
+
+def shown(cmd: list[str]) -> list[str]:
+    """``cmd`` as a record keeps it: ``python`` for the interpreter, paths inside the
+    repository relative to it, other paths by their file name (no machine's paths)."""
+    root = repo_root().resolve()
+    out = ["python"]
+    for arg in cmd[1:]:
+        if arg.startswith("/"):
+            path = Path(arg).resolve()
+            arg = str(path.relative_to(root)) if path.is_relative_to(root) else path.name
+        out.append(arg)
+    return out
 
 
 def bench_medians(rows: list[dict], profile) -> dict[str, float]:
@@ -80,7 +123,7 @@ def compare(verdict: dict, bench: dict[str, float]) -> list[dict]:
     for s in verdict["scenarios"]:
         b = bench.get(s["name"])
         if b is None:
-            raise PatchgateError(f"bench_one_batch reported nothing for {s['name']}",
+            raise PatchgateError(f"the SGLang benchmark reported nothing for {s['name']}",
                                  hint="see its output above (batch too large for memory?)")
         gate = s["reference_median_s"]
         rows.append({"name": s["name"], "gate_median_s": gate, "bench_median_s": b,
@@ -88,7 +131,8 @@ def compare(verdict: dict, bench: dict[str, float]) -> list[dict]:
     return rows
 
 
-def run(profile, verdict_path: Path, out: Path, repeats: int = 3) -> list[dict]:
+def run(profile, verdict_path: Path, out: Path, repeats: int = 3,
+        bench: str = "one_batch") -> list[dict]:
     try:
         verdict = json.loads(verdict_path.read_text())
     except (OSError, ValueError) as e:
@@ -101,15 +145,24 @@ def run(profile, verdict_path: Path, out: Path, repeats: int = 3) -> list[dict]:
                              hint="compare runs of the same profile on the same machine")
     result = out.with_suffix(".bench.jsonl")
     result.unlink(missing_ok=True)
-    cmd = bench_command(profile, result, repeats)
+    if bench not in BENCHES:
+        raise PatchgateError(f"unknown bench {bench!r}", hint=f"one of {', '.join(BENCHES)}")
+    if bench == "offline":
+        cmd = offline_command(profile, result, repeats)
+    else:
+        cmd = bench_command(profile, result, repeats)
     print("$ " + " ".join(cmd), file=sys.stderr, flush=True)
     proc = subprocess.run(cmd, check=False)
     if proc.returncode != 0 or not result.exists():
-        raise PatchgateError(f"sglang.bench_one_batch exited with {proc.returncode}",
+        raise PatchgateError(f"{cmd[2]} exited with {proc.returncode}",
                              hint="see its output above")
     rows_in = [json.loads(x) for x in result.read_text().splitlines() if x.strip()]
-    rows = compare(verdict, bench_medians(rows_in, profile))
-    out.write_text(json.dumps({"profile": profile.name, "command": cmd, "repeats": repeats,
+    medians = (offline_medians(rows_in) if bench == "offline"
+               else bench_medians(rows_in, profile))
+    rows = compare(verdict, medians)
+    out.write_text(json.dumps({"profile": profile.name, "bench": bench,
+                               "command": shown(cmd),
+                               "repeats": repeats,
                                "rows": rows, "environment": verdict.get("environment")},
                               indent=2) + "\n")
     return rows
