@@ -7,13 +7,16 @@
 #   bash docs/gpu-runs/gpu.sh train                  # training variants, in the background
 #   bash docs/gpu-runs/gpu.sh wait-train             # wait, pick the best, copy it out
 #   bash docs/gpu-runs/gpu.sh smoke                  # SGLang adapter checks (smoke.py)
+#   bash docs/gpu-runs/gpu.sh seed                   # committed baselines + CHANGELOG.md -> /tmp/bl
 #   bash docs/gpu-runs/gpu.sh guard PROFILE PATCHES NAME [guard args]   # /tmp/empty: none
-#   bash docs/gpu-runs/gpu.sh fidelity PROFILE NAME  # vs sglang.bench_one_batch
+#   bash docs/gpu-runs/gpu.sh fidelity PROFILE NAME [one_batch|offline]  # vs SGLang's benches
 #   bash docs/gpu-runs/gpu.sh pack                   # baselines + logs -> $OUT
 #
 # Verdicts, logs, baselines and the change log of the GPU profiles accumulate in
-# /tmp/logs and /tmp/bl across steps; `pack` puts them into $OUT (the device tool's
-# output folder, emptied before each command) or /tmp/out.
+# /tmp/logs and /tmp/bl across steps (`seed` starts them from the committed
+# baselines/ and CHANGELOG.md, once); `pack` puts them into $OUT (the device tool's
+# output folder, emptied before each command) or /tmp/out. CL=FILE sends a guard's
+# change-log entry elsewhere (planted test patches are not changes of the project).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONPATH="/tmp/site:$PWD/src:$PWD" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
@@ -68,6 +71,12 @@ use-best)
   tar -C models/default -xf /tmp/train/best.tar
   python3 -m models.select_presets --write && python3 -m guards.build_tasks
   ;;
+seed)
+  if [ ! -f "$BL/CHANGELOG.md" ]; then
+    cp -r baselines/. "$BL/" && cp CHANGELOG.md "$BL/CHANGELOG.md"
+  fi
+  ls "$BL"
+  ;;
 smoke)
   python3 docs/gpu-runs/smoke.py 2>&1 | tee /tmp/logs/smoke.log | grep -v "^\s*$" | tail -n 40
   ;;
@@ -75,15 +84,16 @@ guard)
   profile=$1 patches=$2 name=$3; shift 3
   mkdir -p /tmp/empty
   python3 -m patchgate guard --profile "$profile" --patches "$patches" --baselines "$BL" \
-    --changelog "$BL/CHANGELOG.md" --json "/tmp/logs/$name.json" \
+    --changelog "${CL:-$BL/CHANGELOG.md}" --json "/tmp/logs/$name.json" \
     --markdown "/tmp/logs/$name.md" "$@" 2>&1 | tee "/tmp/logs/$name.log" \
     | grep -v "^\s*$" | tail -n 60
   echo "exit: ${PIPESTATUS[0]}"
   ;;
 fidelity)
-  profile=$1 name=$2
+  profile=$1 name=$2 bench=${3:-one_batch}
   python3 -m patchgate fidelity --profile "$profile" --verdict "/tmp/logs/$name.json" \
-    --out "/tmp/logs/fidelity-$profile.json" 2>&1 | tee "/tmp/logs/fidelity-$profile.log" | tail -n 30
+    --bench "$bench" --out "/tmp/logs/fidelity-$profile-$bench.json" 2>&1 \
+    | tee "/tmp/logs/fidelity-$profile-$bench.log" | grep -v "^\[rank" | tail -n 30
   ;;
 pack)
   tar -C / -czf "$OUT/gpu-results.tar.gz" tmp/bl tmp/logs
