@@ -5,6 +5,7 @@
 # bundle carries docs/gpu-runs/extra-wheels.txt for lm-eval).
 #
 #   bash docs/gpu-runs/gpu.sh train                  # training variants, in the background
+#   bash docs/gpu-runs/gpu.sh train-continue         # continue the committed model, two mixes
 #   bash docs/gpu-runs/gpu.sh wait-train             # wait, pick the best, copy it out
 #   bash docs/gpu-runs/gpu.sh smoke                  # SGLang adapter checks (smoke.py)
 #   bash docs/gpu-runs/gpu.sh seed                   # committed baselines + CHANGELOG.md -> /tmp/bl
@@ -39,6 +40,21 @@ train)
   launch A --layers 4 --ffn 768
   launch B --layers 6 --ffn 576
   launch C --layers 6 --ffn 576 --tokens-per-batch 98304
+  sleep 20; tail -n 3 /tmp/train/*.log
+  ;;
+train-continue)
+  # More steps for the committed checkpoint (retrieval was still at a plateau after 8
+  # minutes): a new training seed, no curriculum restart, two task mixtures side by side.
+  mkdir -p /tmp/train
+  launch() {
+    local name=$1; shift
+    setsid nohup python3 -m models.train_default --out "/tmp/train/$name" --steps 1000000 \
+      --max-minutes "${MINUTES:-12}" --init models/default/model.safetensors --seed 1235 \
+      --curriculum-start 1400 --warmup 100 --workers 6 "$@" \
+      > "/tmp/train/$name.log" 2>&1 < /dev/null &
+  }
+  launch D --lr 3e-4 --weights needle=0.3,common_word=0.1,fact_mc=0.25,addition=0.05,var_track=0.3
+  launch E --lr 6e-4
   sleep 20; tail -n 3 /tmp/train/*.log
   ;;
 wait-train)
