@@ -22,6 +22,9 @@ What it does:
 - a curriculum on the needle task: haystacks grow from 48 words to the full length
   over the first half of training (retrieval is otherwise stuck on a plateau);
 - AdamW, linear warm-up then cosine decay, bf16 autocast on GPU;
+- ``--scale-emb`` (MiniCPM's 12 by default) and ``--init-std`` set the embedding
+  multiplier and the init; ``python -m models.probe_retrieval`` measures on CPU how
+  fast a setting learns retrieval (results in the model card);
 - at the end, a quick greedy evaluation on the evaluation items (fp32, and with
   int4 per-channel weights) written to ``train_log.json`` beside the weights.
 """
@@ -72,7 +75,8 @@ def make_config(args) -> MiniCPMConfig:
         hidden_size=args.hidden, intermediate_size=args.ffn,
         num_hidden_layers=args.layers, num_attention_heads=args.heads,
         num_key_value_heads=args.kv_heads, max_position_embeddings=4096,
-        scale_emb=12.0, dim_model_base=128, scale_depth=1.4,
+        scale_emb=args.scale_emb, dim_model_base=128, scale_depth=1.4,
+        initializer_range=args.init_std,
     )
     cfg.architectures = ["MiniCPMForCausalLM"]
     cfg.auto_map = {
@@ -237,6 +241,10 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--eval-items", type=int, default=100)
     ap.add_argument("--init", type=Path, help="continue from this model.safetensors")
+    ap.add_argument("--scale-emb", type=float, default=12.0,
+                    help="muP embedding multiplier (MiniCPM's is 12; see the model card)")
+    ap.add_argument("--init-std", type=float, default=0.02,
+                    help="initializer_range: std of the normal init of every weight")
     ap.add_argument("--weights", default=None,
                     help="task mixture as task=weight,... (default: TASK_WEIGHTS)")
     ap.add_argument("--curriculum-start", type=int, default=48,

@@ -140,3 +140,30 @@ def test_exclusion_filter_skips_a_planted_item():
     planted = train_default.draw(random.Random(5), "addition", None, set())
     again = train_default.draw(random.Random(5), "addition", None, {planted["prompt"]})
     assert again["prompt"] != planted["prompt"]
+
+
+def test_training_smoke_writes_a_complete_model_folder(tmp_path):
+    """Two steps on CPU with the muP knobs set: a loadable folder and its log."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    out = tmp_path / "m"
+    assert train_default.main(["--out", str(out), "--steps", "2", "--tokens-per-batch", "1024",
+                               "--device", "cpu", "--workers", "0", "--eval-items", "1",
+                               "--scale-emb", "1", "--init-std", "0.05"]) == 0
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["scale_emb"] == 1.0 and cfg["initializer_range"] == 0.05
+    assert cfg["auto_map"]["AutoModelForCausalLM"] == "modeling_minicpm.MiniCPMForCausalLM"
+    log = json.loads((out / "train_log.json").read_text())
+    assert log["steps_done"] >= 1 and set(log["command_args"]) >= {"scale_emb", "init_std"}
+    model = AutoModelForCausalLM.from_pretrained(out, trust_remote_code=True,
+                                                 dtype=torch.float32)
+    assert model.config.scale_emb == 1.0
+
+
+def test_retrieval_probe_runs(capsys):
+    from models import probe_retrieval
+
+    assert probe_retrieval.main(["--minutes", "0.05", "--scale-emb", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "small scale_emb=1.0" in out and "step 0 loss_ema" in out and "done:" in out

@@ -5,7 +5,6 @@
 # bundle carries docs/gpu-runs/extra-wheels.txt for lm-eval).
 #
 #   bash docs/gpu-runs/gpu.sh train                  # training variants, in the background
-#   bash docs/gpu-runs/gpu.sh train-continue         # continue the committed model, two mixes
 #   bash docs/gpu-runs/gpu.sh wait-train             # wait, pick the best, copy it out
 #   bash docs/gpu-runs/gpu.sh smoke                  # SGLang adapter checks (smoke.py)
 #   bash docs/gpu-runs/gpu.sh seed                   # committed baselines + CHANGELOG.md -> /tmp/bl
@@ -30,31 +29,18 @@ step=${1:?step}; shift
 case $step in
 train)
   # Three variants side by side (the GPU is far from busy with one); seed 1234 each.
-  mkdir -p /tmp/train
-  launch() {
-    local name=$1; shift
-    setsid nohup python3 -m models.train_default --out "/tmp/train/$name" --steps 100000 \
-      --max-minutes "${MINUTES:-9}" --lr 6e-4 --workers 4 "$@" \
-      > "/tmp/train/$name.log" 2>&1 < /dev/null &
-  }
-  launch A --layers 4 --ffn 768
-  launch B --layers 6 --ffn 576
-  launch C --layers 6 --ffn 576 --tokens-per-batch 98304
-  sleep 20; tail -n 3 /tmp/train/*.log
-  ;;
-train-continue)
-  # More steps for the committed checkpoint (retrieval was still at a plateau after 8
-  # minutes): a new training seed, no curriculum restart, two task mixtures side by side.
+  # scale_emb 12 with init std 0.02 held retrieval on a plateau (CPU probes, model
+  # card), so two variants take scale_emb 1 and one MiniCPM's own init std 0.1.
   mkdir -p /tmp/train
   launch() {
     local name=$1; shift
     setsid nohup python3 -m models.train_default --out "/tmp/train/$name" --steps 1000000 \
-      --max-minutes "${MINUTES:-12}" --init models/default/model.safetensors --seed 1235 \
-      --curriculum-start 1400 --warmup 100 --workers 6 "$@" \
+      --max-minutes "${MINUTES:-12}" --lr 6e-4 --workers 5 "$@" \
       > "/tmp/train/$name.log" 2>&1 < /dev/null &
   }
-  launch D --lr 3e-4 --weights needle=0.3,common_word=0.1,fact_mc=0.25,addition=0.05,var_track=0.3
-  launch E --lr 6e-4
+  launch A --layers 4 --ffn 768 --scale-emb 1
+  launch B --layers 6 --ffn 576 --scale-emb 1
+  launch C --layers 4 --ffn 768 --scale-emb 12 --init-std 0.1
   sleep 20; tail -n 3 /tmp/train/*.log
   ;;
 wait-train)
