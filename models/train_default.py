@@ -69,6 +69,14 @@ def write_tokenizer(out: Path) -> None:
     }, indent=2) + "\n")
 
 
+def add_init_args(ap: argparse.ArgumentParser) -> None:
+    """The settings that shape how a fresh model learns (shared with the probe)."""
+    ap.add_argument("--scale-emb", type=float, default=12.0,
+                    help="muP embedding multiplier (MiniCPM's is 12; see the model card)")
+    ap.add_argument("--init-std", type=float, default=0.02,
+                    help="initializer_range: std of the normal init of every weight")
+
+
 def make_config(args) -> MiniCPMConfig:
     cfg = MiniCPMConfig(
         vocab_size=len(st.vocabulary()),
@@ -241,10 +249,7 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--eval-items", type=int, default=100)
     ap.add_argument("--init", type=Path, help="continue from this model.safetensors")
-    ap.add_argument("--scale-emb", type=float, default=12.0,
-                    help="muP embedding multiplier (MiniCPM's is 12; see the model card)")
-    ap.add_argument("--init-std", type=float, default=0.02,
-                    help="initializer_range: std of the normal init of every weight")
+    add_init_args(ap)
     ap.add_argument("--weights", default=None,
                     help="task mixture as task=weight,... (default: TASK_WEIGHTS)")
     ap.add_argument("--curriculum-start", type=int, default=48,
