@@ -34,13 +34,30 @@ def run_for(force: bool) -> Run:
                             force_environment=force))
 
 
+WORK = {"model": "a" * 64, "tasks": "b" * 64}
+
+
 def test_stored_reference_accuracy_only_from_the_same_environment():
     env = {"cpu_model": "A", "torch": "2.13.0"}
-    stored = {"environment": dict(env), "accuracy": {"tasks": {}, "mean": 0.5}}
-    assert _reusable(run_for(False), stored, env)
+    stored = {"environment": dict(env), "accuracy": {"tasks": {}, "mean": 0.5},
+              "extra": {"workload": dict(WORK)}}
+    assert _reusable(run_for(False), stored, env, WORK)
     other = dict(env, cpu_model="B")
-    assert not _reusable(run_for(False), stored, other)
+    assert not _reusable(run_for(False), stored, other, WORK)
     forced = run_for(True)
-    assert _reusable(forced, stored, other)
+    assert _reusable(forced, stored, other, WORK)
     assert "cpu_model" in forced.notes[0]
-    assert not _reusable(run_for(False), {"environment": env, "accuracy": None}, env)
+    assert not _reusable(run_for(False), dict(stored, accuracy=None), env, WORK)
+
+
+def test_stored_reference_accuracy_only_for_the_same_model_and_tasks():
+    env = {"cpu_model": "A"}
+    stored = {"environment": dict(env), "accuracy": {"tasks": {}, "mean": 0.5},
+              "extra": {"workload": dict(WORK)}}
+    for here in (dict(WORK, model="c" * 64), dict(WORK, tasks="d" * 64)):
+        run = run_for(True)  # --force-environment does not cover another model
+        assert not _reusable(run, stored, env, here)
+        assert "other model files or task data" in run.notes[0]
+    run = run_for(False)  # a baseline from before the fingerprint was stored
+    assert not _reusable(run, dict(stored, extra={}), env, WORK)
+    assert "model: stored none recorded" in run.notes[0]

@@ -9,7 +9,8 @@ Three configurations are compared side by side in this process, on this machine:
 
 Configurations with the same patch set share one engine. Latency is always
 measured now. The reference's accuracy is loaded from ``reference.json`` only when
-its environment fingerprint equals this machine's; otherwise it is measured now.
+its environment fingerprint equals this machine's and it was measured on the same
+model files and task data (:mod:`patchgate.workload`); otherwise it is measured now.
 The verdict says which numbers were measured and which were loaded.
 
 Nothing under ``baselines/`` or CHANGELOG.md is written unless the run completes:
@@ -28,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from . import accuracy as acc
-from . import agreement, baselines, changelog, environment, storage
+from . import agreement, baselines, changelog, environment, storage, workload
 from .config import Profile, repo_root
 from .engines import load_engine
 from .errors import PatchgateError
@@ -125,7 +126,8 @@ def run_guard(opts: GuardOptions, run: Run | None = None) -> dict:
             if hasattr(eng, "ready"):
                 eng.ready()
         env = environment.fingerprint(prof.engine, prof.device)
-        verdict = _evaluate(run, prof, sets, keys, engines, stored, env)
+        work = workload.fingerprint(prof.model_path(), _task_path(prof), prof.model)
+        verdict = _evaluate(run, prof, sets, keys, engines, stored, env, work)
     finally:
         for eng in engines.values():
             eng.close()
@@ -136,7 +138,7 @@ def run_guard(opts: GuardOptions, run: Run | None = None) -> dict:
     return verdict
 
 
-def _evaluate(run, prof, sets, keys, engines, stored, env) -> dict:
+def _evaluate(run, prof, sets, keys, engines, stored, env, work) -> dict:
     scenarios = make_scenarios(prof)
     by_key = engines  # one engine per distinct patch set, keyed by its content key
     calls = (prof.warmup + prof.rounds) * len(scenarios) * len(by_key)
@@ -154,7 +156,8 @@ def _evaluate(run, prof, sets, keys, engines, stored, env) -> dict:
         ref_acc, cand_acc, ref_source = _agreement(run, prof, engines, keys)
         mode = agreement.MODE
     else:
-        ref_acc, cand_acc, ref_source = _task_accuracy(run, prof, engines, keys, stored, env)
+        ref_acc, cand_acc, ref_source = _task_accuracy(run, prof, engines, keys, stored, env,
+                                                       work)
     ref_items, cand_items = acc.paired_scores(ref_acc, cand_acc)
     accuracy = accuracy_block(ref_items, cand_items, ref_acc, cand_acc, prof)
     accuracy["reference_source"] = ref_source
@@ -175,6 +178,7 @@ def _evaluate(run, prof, sets, keys, engines, stored, env) -> dict:
         "patches": {label: [p.record() for p in sets[label]] for label in LABELS},
         "new_patches": [p.name for p in sets["candidate"] if p not in sets["current"]],
         "environment": env,
+        "workload": work,
         "measured": {"latency": "measured now, side by side, rounds interleaved",
                      "candidate_accuracy": "measured now", "reference_accuracy": ref_source},
         "notes": run.notes,
@@ -220,22 +224,28 @@ def _agreement(run, prof, engines, keys):
     return ref_acc, cand_acc, "measured now (token agreement)"
 
 
-def _task_accuracy(run, prof, engines, keys, stored, env):
+def _task_accuracy(run, prof, engines, keys, stored, env, work):
     run.enter("accuracy: candidate")
     cand_acc = _accuracy(run, prof, engines[keys["candidate"]])
     if keys["reference"] == keys["candidate"]:
         return cand_acc, cand_acc, "measured now (the candidate has no patches)"
-    if _reusable(run, stored["reference"], env):
+    if _reusable(run, stored["reference"], env, work):
         return (stored["reference"]["accuracy"], cand_acc,
                 f"loaded from {_rel(run.opts.baselines_dir)}/{prof.name}/reference.json")
     run.enter("accuracy: reference (no stored result from this environment)")
     return _accuracy(run, prof, engines[keys["reference"]]), cand_acc, "measured now"
 
 
-def _reusable(run, stored: dict | None, env: dict) -> bool:
+def _reusable(run, stored: dict | None, env: dict, work: dict) -> bool:
     """A stored reference accuracy stands in for a measurement only from this very
-    environment (or with --force-environment, with the differences noted)."""
+    environment (or with --force-environment, with the differences noted) and only
+    for the same model files and task data (never forced)."""
     if not stored or not stored.get("accuracy"):
+        return False
+    changed = workload.differences((stored.get("extra") or {}).get("workload"), work)
+    if changed:
+        run.notes.append("stored reference accuracy not used: it was measured on other "
+                         f"model files or task data ({'; '.join(changed)}); measured now")
         return False
     try:
         differences = baselines.check_comparable(stored, env, run.opts.force_environment)
@@ -251,12 +261,14 @@ def _accuracy(run, prof, engine) -> dict:
     if prof.guard != "lm_eval":
         raise PatchgateError(f"profile {prof.name}: unknown guard {prof.guard!r}",
                              hint="use guard='lm_eval' or 'token_agreement'")
-    task_path = Path(prof.task_path)
-    if not task_path.is_absolute():
-        task_path = repo_root() / task_path
     with _progress(None, "accuracy", run.opts.quiet) as bar:
-        return acc.run_guard_tasks(engine, engine.tokenizer, prof.tasks, str(task_path),
+        return acc.run_guard_tasks(engine, engine.tokenizer, prof.tasks, str(_task_path(prof)),
                                    prof.eval_batch_size, bar)
+
+
+def _task_path(prof: Profile) -> Path:
+    task_path = Path(prof.task_path)
+    return task_path if task_path.is_absolute() else repo_root() / task_path
 
 
 def _rel(p: Path) -> str:
@@ -320,8 +332,9 @@ def _envelopes(opts, verdict, sets, env) -> dict[str, dict]:
         out[role] = baselines.make_envelope(
             opts.profile.name, role, env, [p.record() for p in sets[label]], scen,
             verdict["_accuracy"][label], commit=commit,
-            extra={"score": verdict["score"], "S": verdict["S"], "C": verdict["C"],
-                   "accuracy_ratio": verdict["accuracy"]["ratio"]} if role == "current" else None)
+            extra={"workload": verdict["workload"]} | (
+                {"score": verdict["score"], "S": verdict["S"], "C": verdict["C"],
+                 "accuracy_ratio": verdict["accuracy"]["ratio"]} if role == "current" else {}))
     return out
 
 

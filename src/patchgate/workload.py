@@ -1,0 +1,82 @@
+"""What an accuracy number was measured on: the model's files and the task data.
+
+A stored reference accuracy (per item) stands in for a new measurement only when the
+model and the task files are the very same bytes: a retrained model or regenerated
+task data makes it stale, and the gate then measures the reference again and says
+why. The fingerprint is stored with every baseline (``extra.workload``) and written
+into the verdict.
+
+Model folders are hashed file by file (relative path and content; ``*.md`` files,
+``train_log.json`` and caches left out: documentation does not change a number).
+Files over :data:`FULL_HASH_LIMIT` bytes, the weights of a real model, are hashed
+by size plus their first and last MiB, so a many-GB checkpoint costs milliseconds,
+not a minute, on every run. A model that is not a local folder (a hub id) is
+recorded by name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+FULL_HASH_LIMIT = 64 * 2**20
+_EDGE = 2**20
+_SKIP_NAMES = frozenset({"train_log.json"})
+_SKIP_DIRS = frozenset({"__pycache__", ".git"})
+
+
+def fingerprint(model: Path | str, task_path: Path | str | None,
+                name: str | None = None) -> dict:
+    """``{"model": ..., "tasks": ...}``: a sha256 of each folder (``None`` for no tasks),
+    or ``name`` (the profile's model setting) when the model is not a local folder."""
+    model = Path(model)
+    return {
+        "model": _digest(model) if model.is_dir() else f"name:{name or model}",
+        "tasks": _digest(Path(task_path)) if task_path and Path(task_path).is_dir() else None,
+    }
+
+
+def differences(stored: dict | None, here: dict) -> list[str]:
+    """Lines naming what differs between a stored fingerprint and this one; a baseline
+    from before fingerprints were stored differs in every key."""
+    stored = stored or {}
+    return [f"{key}: stored {_short(stored.get(key))}, here {_short(here.get(key))}"
+            for key in sorted(set(stored) | set(here)) if stored.get(key) != here.get(key)]
+
+
+def _digest(folder: Path) -> str:
+    h = hashlib.sha256()
+    for path in sorted(_files(folder)):
+        rel = path.relative_to(folder).as_posix()
+        h.update(rel.encode() + b"\0")
+        h.update(_file_digest(path).encode() + b"\n")
+    return h.hexdigest()
+
+
+def _files(folder: Path):
+    for path in folder.rglob("*"):
+        if any(part in _SKIP_DIRS for part in path.relative_to(folder).parts):
+            continue
+        if path.is_file() and path.suffix != ".md" and path.name not in _SKIP_NAMES:
+            yield path
+
+
+def _file_digest(path: Path) -> str:
+    size = path.stat().st_size
+    h = hashlib.sha256(str(size).encode() + b"\0")
+    with path.open("rb") as f:
+        if size <= FULL_HASH_LIMIT:
+            for block in iter(lambda: f.read(2**20), b""):
+                h.update(block)
+        else:
+            h.update(f.read(_EDGE))
+            f.seek(size - _EDGE)
+            h.update(f.read(_EDGE))
+    return h.hexdigest()
+
+
+def _short(value) -> str:
+    if value is None:
+        return "none recorded"
+    text = str(value)
+    return text if text.startswith("name:") else text[:12] + "..."
