@@ -96,7 +96,8 @@ def test_offline_bench_mirrors_the_gate_inputs(tmp_path):
     kw = bench_offline.engine_kwargs(prof)
     assert kw["disable_radix_cache"] is True and kw["skip_tokenizer_init"] is True
     assert kw["load_format"] == "dummy" and kw["model_path"].endswith("minicpm4-8b-dummy")
-    assert "mem_fraction_static" not in kw  # SGLang's own default, as its CLI starts it
+    from patchgate.engines.sglang import server_args
+    assert kw == server_args(prof, [])  # the gate's own settings: only the harness differs
 
     @dataclass
     class Row:  # the fields of SGLang's DatasetRow that throughput_test_once reads

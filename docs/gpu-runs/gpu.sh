@@ -8,6 +8,7 @@
 #   bash docs/gpu-runs/gpu.sh wait-train             # wait, pick the best, copy it out
 #   bash docs/gpu-runs/gpu.sh smoke                  # SGLang adapter checks (smoke.py)
 #   bash docs/gpu-runs/gpu.sh seed                   # committed baselines + CHANGELOG.md -> /tmp/bl
+#   bash docs/gpu-runs/gpu.sh pick NAME NNNN...        # those patches -> /tmp/pick/NAME
 #   bash docs/gpu-runs/gpu.sh guard PROFILE PATCHES NAME [guard args]   # /tmp/empty: none
 #   bash docs/gpu-runs/gpu.sh fidelity PROFILE NAME [one_batch|offline]  # vs SGLang's benches
 #   bash docs/gpu-runs/gpu.sh pack                   # baselines + logs -> $OUT
@@ -78,6 +79,16 @@ seed)
     cp -r baselines/. "$BL/" && cp CHANGELOG.md "$BL/CHANGELOG.md"
   fi
   ls "$BL"
+  ;;
+pick)
+  # a patch folder of the numbered patches named (model_patches/, docs/rejected_patches/)
+  name=$1; shift
+  rm -rf "/tmp/pick/$name"; mkdir -p "/tmp/pick/$name"
+  for n in "$@"; do
+    cp model_patches/"$n"-*.py docs/rejected_patches/"$n"-*.py "/tmp/pick/$name/" 2>/dev/null
+    ls "/tmp/pick/$name/$n"-*.py > /dev/null || { echo "no patch $n" >&2; exit 2; }
+  done
+  ls "/tmp/pick/$name"
   ;;
 smoke)
   python3 docs/gpu-runs/smoke.py 2>&1 | tee /tmp/logs/smoke.log | grep -v "^\s*$" | tail -n 40

@@ -1,8 +1,10 @@
 """SGLang's own offline benchmark for the gate's six scenarios, one engine for all.
 
 ``python -m patchgate.bench_offline --profile P --out rows.jsonl [--repeats N]``
-starts ``sglang.Engine`` the way SGLang's benchmark CLI does (SGLang's defaults plus
-the profile's ``engine_args``; not through patchgate's adapter), and times each
+starts ``sglang.Engine`` with the settings the gate gives the unpatched model when it
+runs alone (:func:`patchgate.engines.sglang.server_args`: the profile's
+``engine_args``, its memory fraction, radix cache off), not through patchgate's
+adapter and its worker hook, so only the harness differs, and times each
 scenario with SGLang's ``throughput_test_once`` from
 ``sglang.benchmark.offline_throughput`` (``python -m sglang.bench_offline_throughput``):
 one ``generate`` call of the whole batch, greedy, ``ignore_eos``, fixed lengths. The
@@ -24,19 +26,16 @@ import sys
 from pathlib import Path
 
 from .config import get_profile
-from .engines.sglang import FORCED, model_vocab_size
+from .engines.sglang import model_vocab_size, server_args
 from .errors import PatchgateError
 from .scenarios import make_scenarios, prompt_ids
 
 
 def engine_kwargs(profile) -> dict:
-    """``sglang.Engine`` arguments: the model, its dtype and the profile's settings;
-    token ids in and the radix cache off, as in every patchgate run."""
-    args = {"model_path": str(profile.model_path()), "dtype": profile.dtype,
-            "trust_remote_code": True, "random_seed": profile.seed, "log_level": "error"}
-    args.update(profile.engine_args)
-    args.update(FORCED)
-    return args
+    """``sglang.Engine`` arguments of the gate's unpatched configuration, alone on the
+    GPU: the model, its dtype and the profile's settings; token ids in and the radix
+    cache off, as in every patchgate run."""
+    return server_args(profile, [])
 
 
 def requests(profile, row_type) -> dict[str, list]:
