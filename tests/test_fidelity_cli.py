@@ -118,6 +118,33 @@ def test_offline_bench_mirrors_the_gate_inputs(tmp_path):
 
     cmd = fidelity.offline_command(prof, tmp_path / "r.jsonl", repeats=5)
     assert cmd[1:3] == ["-m", "patchgate.bench_offline"] and cmd[-2:] == ["--repeats", "5"]
+    cmd = fidelity.offline_command(prof, tmp_path / "r.jsonl", batch_params=True)
+    assert cmd[-1] == "--batch-params"
+
+
+class Recorder:
+    """Stands in for ``sglang.Engine`` (not installable here): records the call."""
+
+    def generate(self, **kw):
+        self.kw = kw
+        return []
+
+
+def test_offline_backend_sends_the_benchmark_call_or_the_gate_call():
+    from patchgate.bench_offline import TokenIdBackend
+
+    params = [{"temperature": 0, "max_new_tokens": 4, "ignore_eos": True}] * 3
+    prompts = [[1, 2], [3, 4], [5, 6]]
+    for batch_params, want in ((False, params), (True, params[0])):
+        eng = Recorder()
+        TokenIdBackend(eng, batch_params).generate(prompt=prompts, sampling_params=params,
+                                                   return_logprob=False)
+        assert eng.kw == {"input_ids": prompts, "sampling_params": want,
+                          "return_logprob": False}
+    mixed = [params[0], dict(params[0], max_new_tokens=5)]
+    eng = Recorder()
+    TokenIdBackend(eng, True).generate(prompt=prompts[:2], sampling_params=mixed)
+    assert eng.kw["sampling_params"] == mixed  # unequal parameters stay per request
 
 
 def test_offline_rows_map_to_medians():

@@ -10,7 +10,7 @@
 #   bash docs/gpu-runs/gpu.sh seed                   # committed baselines + CHANGELOG.md -> /tmp/bl
 #   bash docs/gpu-runs/gpu.sh pick NAME NNNN...        # those patches -> /tmp/pick/NAME
 #   bash docs/gpu-runs/gpu.sh guard PROFILE PATCHES NAME [guard args]   # /tmp/empty: none
-#   bash docs/gpu-runs/gpu.sh fidelity PROFILE NAME [one_batch|offline]  # vs SGLang's benches
+#   bash docs/gpu-runs/gpu.sh fidelity PROFILE NAME [one_batch|offline|offline_batch_params]
 #   bash docs/gpu-runs/gpu.sh pack                   # baselines + logs -> $OUT
 #
 # Verdicts, logs, baselines and the change log of the GPU profiles accumulate in

@@ -12,7 +12,10 @@ prompts are the token ids the gate sends (:func:`patchgate.scenarios.prompt_ids`
 same seed), passed as ``input_ids`` (the benchmark's own datasets need text and a
 tokenizer, which a random-weight model does not ship, and its random dataset
 downloads ShareGPT). One warm-up call per scenario, then ``--repeats`` timed ones;
-one JSON row per timed call.
+one JSON row per timed call. ``--batch-params`` sends the batch's sampling parameters
+as one dict, the way the gate calls ``generate``, instead of the benchmark's one dict
+per request (the two are otherwise the same call), so a difference between the two
+benchmark modes is what that choice costs.
 
 Used by ``patchgate fidelity --bench offline``; runs in its own process so the GPU
 memory is given back when it ends.
@@ -47,12 +50,18 @@ def requests(profile, row_type) -> dict[str, list]:
 
 
 class TokenIdBackend:
-    """What ``throughput_test_once`` calls, forwarding its prompts as ``input_ids``."""
+    """What ``throughput_test_once`` calls, forwarding its prompts as ``input_ids``;
+    with ``batch_params``, per-request sampling parameters that are all equal go as
+    one dict (as the gate sends them)."""
 
-    def __init__(self, engine):
+    def __init__(self, engine, batch_params: bool = False):
         self.engine = engine
+        self.batch_params = batch_params
 
     def generate(self, prompt, sampling_params, **kw):
+        if (self.batch_params and isinstance(sampling_params, list) and sampling_params
+                and all(p == sampling_params[0] for p in sampling_params)):
+            sampling_params = sampling_params[0]
         return self.engine.generate(input_ids=prompt, sampling_params=sampling_params, **kw)
 
     def get_server_info(self):
@@ -73,10 +82,10 @@ def _sglang_bench():
     return sglang, DatasetRow, throughput_test_once
 
 
-def run(profile, out: Path, repeats: int) -> None:
+def run(profile, out: Path, repeats: int, batch_params: bool = False) -> None:
     sglang, row_type, throughput_test_once = _sglang_bench()
     batches = requests(profile, row_type)
-    backend = TokenIdBackend(sglang.Engine(**engine_kwargs(profile)))
+    backend = TokenIdBackend(sglang.Engine(**engine_kwargs(profile)), batch_params)
     try:
         with out.open("w") as f:
             for s in make_scenarios(profile):
@@ -106,9 +115,11 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", required=True)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--batch-params", action="store_true",
+                    help="one sampling-params dict for the batch, as the gate sends it")
     args = ap.parse_args(argv)
     try:
-        run(get_profile(args.profile), args.out, args.repeats)
+        run(get_profile(args.profile), args.out, args.repeats, args.batch_params)
     except PatchgateError as e:
         print(f"ERROR {e}", file=sys.stderr)
         return 2

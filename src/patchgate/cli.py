@@ -75,10 +75,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="the --json verdict of a guard run of this profile on this machine")
     f.add_argument("--out", type=Path, default=Path("fidelity.json"))
     f.add_argument("--repeats", type=int, default=3, help="bench runs per batch size")
-    f.add_argument("--bench", choices=("one_batch", "offline"), default="one_batch",
+    f.add_argument("--bench", choices=("one_batch", "offline", "offline_batch_params"),
+                   default="one_batch",
                    help="one_batch: python -m sglang.bench_one_batch (model runner only); "
                    "offline: SGLang's offline throughput benchmark on one engine (the "
-                   "serving path the gate times)")
+                   "serving path the gate times); offline_batch_params: the same with "
+                   "one sampling-params dict for the batch, as the gate sends it")
 
     sub.add_parser("profiles", help="list the built-in profiles")
     return ap

@@ -70,13 +70,17 @@ def bench_command(profile, result_file: Path, repeats: int = 3) -> list[str]:
     return cmd
 
 
-BENCHES = ("one_batch", "offline")
+#: ``offline_batch_params``: the offline benchmark with the batch's sampling parameters
+#: in one dict, as the gate sends them (``python -m patchgate.bench_offline --batch-params``).
+BENCHES = ("one_batch", "offline", "offline_batch_params")
 
 
-def offline_command(profile, result_file: Path, repeats: int = 3) -> list[str]:
+def offline_command(profile, result_file: Path, repeats: int = 3,
+                    batch_params: bool = False) -> list[str]:
     """The :mod:`patchgate.bench_offline` command line (one engine, six scenarios)."""
     return [sys.executable, "-m", "patchgate.bench_offline", "--profile", profile.name,
-            "--out", str(result_file), "--repeats", str(repeats)]
+            "--out", str(result_file), "--repeats", str(repeats)] + (
+                ["--batch-params"] if batch_params else [])
 
 
 def offline_medians(rows: list[dict]) -> dict[str, float]:
@@ -147,8 +151,8 @@ def run(profile, verdict_path: Path, out: Path, repeats: int = 3,
     result.unlink(missing_ok=True)
     if bench not in BENCHES:
         raise PatchgateError(f"unknown bench {bench!r}", hint=f"one of {', '.join(BENCHES)}")
-    if bench == "offline":
-        cmd = offline_command(profile, result, repeats)
+    if bench.startswith("offline"):
+        cmd = offline_command(profile, result, repeats, bench == "offline_batch_params")
     else:
         cmd = bench_command(profile, result, repeats)
     print("$ " + " ".join(cmd), file=sys.stderr, flush=True)
@@ -157,7 +161,7 @@ def run(profile, verdict_path: Path, out: Path, repeats: int = 3,
         raise PatchgateError(f"{cmd[2]} exited with {proc.returncode}",
                              hint="see its output above")
     rows_in = [json.loads(x) for x in result.read_text().splitlines() if x.strip()]
-    medians = (offline_medians(rows_in) if bench == "offline"
+    medians = (offline_medians(rows_in) if bench.startswith("offline")
                else bench_medians(rows_in, profile))
     rows = compare(verdict, medians)
     out.write_text(json.dumps({"profile": profile.name, "bench": bench,

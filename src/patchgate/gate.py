@@ -232,7 +232,7 @@ def _task_accuracy(run, prof, engines, keys, stored, env, work):
     if _reusable(run, stored["reference"], env, work):
         return (stored["reference"]["accuracy"], cand_acc,
                 f"loaded from {_rel(run.opts.baselines_dir)}/{prof.name}/reference.json")
-    run.enter("accuracy: reference (no stored result from this environment)")
+    run.enter("accuracy: reference (no stored result for this environment, model and tasks)")
     return _accuracy(run, prof, engines[keys["reference"]]), cand_acc, "measured now"
 
 
