@@ -70,6 +70,9 @@ def test_first_run_wrote_reference_and_current(reference_dir):
     assert all(len(s["samples_s"]) == PROFILE.rounds for s in ref["scenarios"].values())
     assert ref["accuracy"]["mean"] > 0.5
     assert ref["environment"]["engine"] == "transformers"
+    # what the accuracy was measured on: the reference accuracy is reused only for it
+    work = ref["extra"]["workload"]
+    assert work == cur["extra"]["workload"] and len(work["model"]) == len(work["tasks"]) == 64
 
 
 def neutral(work, **kw) -> tuple[dict, int]:
