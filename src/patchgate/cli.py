@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .config import PROFILES, get_profile, repo_root
 from .errors import EXIT_ACCEPTED, EXIT_ERROR, EXIT_REJECTED, PatchgateError
+from .fidelity import BENCHES
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -75,8 +76,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="the --json verdict of a guard run of this profile on this machine")
     f.add_argument("--out", type=Path, default=Path("fidelity.json"))
     f.add_argument("--repeats", type=int, default=3, help="bench runs per batch size")
-    f.add_argument("--bench", choices=("one_batch", "offline", "offline_batch_params"),
-                   default="one_batch",
+    f.add_argument("--bench", choices=BENCHES, default="one_batch",
                    help="one_batch: python -m sglang.bench_one_batch (model runner only); "
                    "offline: SGLang's offline throughput benchmark on one engine (the "
                    "serving path the gate times); offline_batch_params: the same with "

@@ -17,9 +17,11 @@ engine's serving path differs from the model's own time.
 
 ``--bench offline`` compares with SGLang's offline benchmark instead
 (:mod:`patchgate.bench_offline`: ``throughput_test_once`` of
-``sglang.bench_offline_throughput`` on an engine started as SGLang's CLI starts it),
-the same serving path the gate times: there the ratio checks the gate's own harness
-(its engine settings, warm-up, interleaving and timing).
+``sglang.bench_offline_throughput`` on an engine with the gate's own settings for the
+unpatched model), the same serving path the gate times: there the ratio checks the
+gate's own harness (warm-up, interleaving and timing). ``offline_batch_params`` is
+the same benchmark sending the batch's sampling parameters as one dict, as the gate
+does.
 """
 
 from __future__ import annotations
@@ -151,7 +153,8 @@ def run(profile, verdict_path: Path, out: Path, repeats: int = 3,
     result.unlink(missing_ok=True)
     if bench not in BENCHES:
         raise PatchgateError(f"unknown bench {bench!r}", hint=f"one of {', '.join(BENCHES)}")
-    if bench.startswith("offline"):
+    offline = bench != "one_batch"
+    if offline:
         cmd = offline_command(profile, result, repeats, bench == "offline_batch_params")
     else:
         cmd = bench_command(profile, result, repeats)
@@ -161,7 +164,7 @@ def run(profile, verdict_path: Path, out: Path, repeats: int = 3,
         raise PatchgateError(f"{cmd[2]} exited with {proc.returncode}",
                              hint="see its output above")
     rows_in = [json.loads(x) for x in result.read_text().splitlines() if x.strip()]
-    medians = (offline_medians(rows_in) if bench.startswith("offline")
+    medians = (offline_medians(rows_in) if offline
                else bench_medians(rows_in, profile))
     rows = compare(verdict, medians)
     out.write_text(json.dumps({"profile": profile.name, "bench": bench,
