@@ -11,7 +11,7 @@ from patchgate.config import get_profile
 from patchgate.engines import sglang_hook
 from patchgate.engines.sglang import FORCED, server_args
 from patchgate.errors import PatchgateError
-from patchgate.patches import discover
+from patchgate.patches import apply_patches, discover
 
 FIX = Path(__file__).parent / "fixtures"
 KNOWN = {"kv_cache_dtype", "mem_fraction_static", "load_format", "dtype",
@@ -103,3 +103,20 @@ def test_a_worker_sigquit_raises_instead_of_killing_the_gate():
             time.sleep(5)  # the handler interrupts this wait, as it would engine start-up
     finally:
         signal.signal(signal.SIGQUIT, old)
+
+
+GPU_FIXTURES = FIX / "gpu"
+
+
+@pytest.mark.parametrize("folder", sorted(p.name for p in GPU_FIXTURES.iterdir()))
+def test_planted_gpu_patches_are_valid_sglang_patches(folder):
+    """The planted patches of docs/gpu-runs pass the patch contract and target SGLang."""
+    (patch,) = discover(GPU_FIXTURES / folder)
+    assert patch.applies_to("sglang")
+    assert not patch.applies_to("transformers")
+
+
+def test_planted_failing_patch_raises_in_apply_and_is_named():
+    (patch,) = discover(GPU_FIXTURES / "raise_in_apply")
+    with pytest.raises(PatchgateError, match="0001-raise-in-apply.py: apply\\(\\) raised"):
+        apply_patches(object(), [patch], "sglang")

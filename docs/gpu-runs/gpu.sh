@@ -5,6 +5,8 @@
 # bundle carries docs/gpu-runs/extra-wheels.txt for lm-eval).
 #
 #   bash docs/gpu-runs/gpu.sh train                  # training variants, in the background
+#   bash docs/gpu-runs/gpu.sh train-continue         # warm-start variants of models/default
+#   bash docs/gpu-runs/gpu.sh no-orphans             # no SGLang process left after a run
 #   bash docs/gpu-runs/gpu.sh wait-train             # wait, pick the best, copy it out
 #   bash docs/gpu-runs/gpu.sh smoke                  # SGLang adapter checks (smoke.py)
 #   bash docs/gpu-runs/gpu.sh seed                   # committed baselines + CHANGELOG.md -> /tmp/bl
@@ -43,6 +45,31 @@ train)
   launch B --layers 6 --ffn 576 --scale-emb 1
   launch C --layers 4 --ffn 768 --scale-emb 12 --init-std 0.1
   sleep 20; tail -n 3 /tmp/train/*.log
+  ;;
+train-continue)
+  # Warm start from the committed model, three variants side by side: the weak
+  # retrieval tasks weighted up (A, B at half the learning rate) and the original mix (C).
+  mkdir -p /tmp/train
+  launch() {
+    local name=$1; shift
+    setsid nohup python3 -m models.train_default --out "/tmp/train/$name" --steps 1000000 \
+      --max-minutes "${MINUTES:-7}" --lr 6e-4 --workers 5 \
+      --init models/default/model.safetensors "$@" > "/tmp/train/$name.log" 2>&1 < /dev/null &
+  }
+  W=needle=0.25,common_word=0.1,fact_mc=0.25,addition=0.05,var_track=0.35
+  launch A --weights "$W"
+  launch B --weights "$W" --lr 3e-4
+  launch C
+  sleep 20; tail -n 3 /tmp/train/*.log
+  ;;
+no-orphans)
+  # after a failed run: no SGLang process may be left holding the GPU
+  sleep 5
+  if pgrep -f "sglang::|multiprocessing.spawn" > /dev/null; then
+    pgrep -af "sglang::|multiprocessing.spawn"; echo "ORPHANS"; exit 1
+  fi
+  nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
+  echo "no orphaned SGLang processes"
   ;;
 wait-train)
   for _ in $(seq 1 "${WAIT_S:-540}"); do
