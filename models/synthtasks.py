@@ -102,6 +102,7 @@ class Difficulty:
     add_digits: tuple[int, int] = (1, 4)
     var_hops: tuple[int, int] = (0, 3)  # alias steps between the asked name and its value
     var_chains: tuple[int, int] = (2, 5)
+    copy_words: tuple[int, int] = (4, 48)  # training-only copy task (AUXILIARY)
 
 
 TRAIN_DIFFICULTY = Difficulty()
@@ -264,6 +265,17 @@ def _with_questions(task: str, head: str, qa: list[tuple[str, str]]) -> dict:
     return item
 
 
+def gen_copy(rng: random.Random, d: Difficulty, cur: Curriculum | None = None,
+             questions: int = 1) -> dict:
+    """Training only: repeat a random list of words and digits. Every answer token is
+    a lookup of the token after the previous one (an induction step), so this dense
+    task grows the attention that the retrieval tasks need (model card: a small model
+    learns it in a few hundred steps while needle sits on a plateau)."""
+    ws = [rng.choice(NOUNS + DIGITS) for _ in range(_r(rng, d.copy_words))]
+    return _with_questions("copy", "code : " + " ".join(ws),
+                           [("question : what is the code ? answer :", " ".join(ws))])
+
+
 GENERATORS = {
     "needle": gen_needle,
     "common_word": gen_common_word,
@@ -271,13 +283,18 @@ GENERATORS = {
     "addition": gen_addition,
     "var_track": gen_var_track,
 }
-TASKS = tuple(GENERATORS)
+TASKS = tuple(GENERATORS)  # the evaluated tasks
+# Training-only tasks: mixed in with ``--weights copy=0.1``; never evaluated.
+AUXILIARY = {"copy": gen_copy}
 
 
 def sample(task: str, rng: random.Random, difficulty: Difficulty = TRAIN_DIFFICULTY,
            curriculum: Curriculum | None = None, questions: int = 1) -> dict:
-    """One item of ``task`` drawn from ``rng``."""
-    return GENERATORS[task](rng, difficulty, curriculum, questions)
+    """One item of ``task`` (an evaluated or an auxiliary task) drawn from ``rng``."""
+    gen = GENERATORS.get(task) or AUXILIARY.get(task)
+    if gen is None:
+        raise KeyError(f"unknown task {task!r}: one of {sorted(GENERATORS) + sorted(AUXILIARY)}")
+    return gen(rng, difficulty, curriculum, questions)
 
 
 def training_text(item: dict) -> tuple[str, list[tuple[int, int]]]:

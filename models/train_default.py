@@ -51,7 +51,8 @@ HERE = Path(__file__).resolve().parent
 MODEL_CODE = ("configuration_minicpm.py", "modeling_minicpm.py")
 TASK_WEIGHTS = {"needle": 0.3, "common_word": 0.15, "fact_mc": 0.2, "addition": 0.15,
                 "var_track": 0.2}
-QUESTIONS = {"needle": 4, "common_word": 1, "fact_mc": 4, "addition": 1, "var_track": 3}
+QUESTIONS = {"needle": 4, "common_word": 1, "fact_mc": 4, "addition": 1, "var_track": 3,
+             "copy": 1}
 
 
 def write_tokenizer(out: Path) -> None:
@@ -158,6 +159,24 @@ def draw(rng: random.Random, task: str, cur: st.Curriculum | None, exclude: set[
             return item
 
 
+def parse_weights(text: str | None) -> dict[str, float]:
+    """``TASK_WEIGHTS`` updated by ``task=weight,...`` (evaluated or auxiliary tasks)."""
+    weights = dict(TASK_WEIGHTS)
+    known = set(st.TASKS) | set(st.AUXILIARY)
+    for part in filter(None, (text or "").split(",")):
+        name, sep, value = part.partition("=")
+        if not sep or name not in known:
+            raise ValueError(f"--weights: {part!r} is not task=weight with a task of "
+                             f"{sorted(known)}")
+        try:
+            weights[name] = float(value)
+        except ValueError:
+            raise ValueError(f"--weights: {value!r} is not a number") from None
+        if weights[name] < 0:
+            raise ValueError(f"--weights: {part!r} is negative")
+    return weights
+
+
 def eval_prompts() -> set[str]:
     """The evaluation prompts of every task at every preset of ``EVAL_PRESETS``."""
     return {it["prompt"] for t in st.TASKS for d in st.EVAL_PRESETS.values()
@@ -251,7 +270,8 @@ def main(argv=None) -> int:
     ap.add_argument("--init", type=Path, help="continue from this model.safetensors")
     add_init_args(ap)
     ap.add_argument("--weights", default=None,
-                    help="task mixture as task=weight,... (default: TASK_WEIGHTS)")
+                    help="task mixture as task=weight,... (default: TASK_WEIGHTS); "
+                    "copy=W adds the training-only copy task")
     ap.add_argument("--curriculum-start", type=int, default=48,
                     help="needle haystack cap (words) at the start of the curriculum")
     args = ap.parse_args(argv)
@@ -268,9 +288,10 @@ def main(argv=None) -> int:
     n_params = sum(p.numel() for p in model.parameters())
     print(f"params {n_params:,}", flush=True)
     exclude = eval_prompts()
-    weights = dict(TASK_WEIGHTS)
-    if args.weights:
-        weights.update({k: float(v) for k, v in (kv.split("=") for kv in args.weights.split(","))})
+    try:
+        weights = parse_weights(args.weights)
+    except ValueError as e:
+        ap.error(str(e))
     clock = Clock(args.max_minutes * 60)
     stream = TaskStream(args.seed, args.tokens_per_batch, args.steps, exclude,
                         args.curriculum_start, weights, clock)

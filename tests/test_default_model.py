@@ -107,6 +107,33 @@ def test_generator_is_deterministic():
     assert st.make_eval_items("needle", 3, seed=1) != st.make_eval_items("needle", 3, seed=2)
 
 
+def test_copy_task_is_training_only_and_deterministic():
+    assert "copy" not in st.TASKS and "copy" in st.AUXILIARY
+    a = st.sample("copy", random.Random(3))
+    assert a == st.sample("copy", random.Random(3))
+    listed = a["prompt"].split(" question :")[0].split()[2:]
+    assert a["prompt"].startswith("code : ") and a["answer"].split() == listed
+    lo, hi = st.TRAIN_DIFFICULTY.copy_words
+    assert lo <= len(listed) <= hi
+    text, spans = st.training_text(a)
+    tok = st.build_tokenizer()
+    assert tok.decode(tok.encode(text).ids) == text
+    (start, end), = spans
+    assert text.split()[start:end] == listed + ["."]
+    with pytest.raises(KeyError, match="unknown task"):
+        st.sample("nope", random.Random(0))
+
+
+def test_training_weights_take_auxiliary_tasks_and_refuse_unknown_ones():
+    w = train_default.parse_weights("copy=0.1,needle=0.5")
+    assert w["copy"] == 0.1 and w["needle"] == 0.5
+    assert w["addition"] == train_default.TASK_WEIGHTS["addition"]
+    assert train_default.parse_weights(None) == train_default.TASK_WEIGHTS
+    for bad in ("cpy=0.1", "needle", "needle=x", "needle=-1"):
+        with pytest.raises(ValueError, match="--weights"):
+            train_default.parse_weights(bad)
+
+
 def test_committed_task_data_matches_generator():
     assert build_tasks.main(["--check"]) == 0
 
@@ -167,3 +194,6 @@ def test_retrieval_probe_runs(capsys):
     assert probe_retrieval.main(["--minutes", "0.05", "--scale-emb", "1"]) == 0
     out = capsys.readouterr().out
     assert "small scale_emb=1.0" in out and "step 0 loss_ema" in out and "done:" in out
+    assert probe_retrieval.main(["--task", "needle", "--copy", "1", "--minutes", "0.05",
+                                 "--scale-emb", "1"]) == 0
+    assert "needle small scale_emb=1.0" in capsys.readouterr().out
