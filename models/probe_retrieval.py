@@ -45,6 +45,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--copy", type=float, default=0.0,
                     help="weight of the training-only copy task mixed in (0: none)")
+    ap.add_argument("--lead", type=float, default=0.0,
+                    help="fraction of the run spent on the copy task alone first")
     args = ap.parse_args(argv)
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
@@ -55,13 +57,16 @@ def main(argv=None) -> int:
     weights = {args.task: 1.0}
     if args.copy > 0 and args.task != "copy":
         weights["copy"] = args.copy
-    stream = td.TaskStream(1234, args.tokens_per_batch, 10**9, set(), 48, weights, clock)
+    lead = ("copy", args.lead) if args.lead > 0 else None
+    if lead is not None:
+        weights.setdefault("copy", 0.0)
+    stream = td.TaskStream(1234, args.tokens_per_batch, 10**9, set(), 48, weights, clock, lead)
     copy_marker = stream.vocab["code"]  # copy items start with "code :"; no other task does
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98),
                             weight_decay=0.01)
     t0, ema, step = time.time(), None, 0
     print(f"{args.task} {args.size} scale_emb={args.scale_emb} init_std={args.init_std} "
-          f"lr={args.lr} copy={args.copy}",
+          f"lr={args.lr} copy={args.copy} lead={args.lead}",
           flush=True)
     for step, (ids, labels) in enumerate(stream):
         if clock.fraction() >= 1:

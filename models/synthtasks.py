@@ -10,9 +10,13 @@ apart in format:
 
 Every text is a sequence of vocabulary words separated by single spaces (numbers are
 written digit by digit, ``4 9 2``), so the word-level tokenizer round-trips exactly.
-An item is a dict with ``prompt`` (ends with ``answer :``), ``answer`` (words, no
-terminator), and for multiple choice ``choices`` and ``label``. The model is trained
-to write ``answer`` followed by ``.``.
+An item is a dict with ``prompt``, ``answer`` (words, no terminator), and for
+multiple choice ``choices`` and ``label``. The model is trained to write ``answer``
+followed by ``.``. The retrieval tasks ask in completion form: the prompt ends with
+the key the context is searched for (``question : the code for K``, ``question : P
+lives``, ``question : c =``), so the first answer token is found by matching the
+prompt's last words in the context (what an induction head does) rather than through
+a paraphrased question; common_word and addition end with ``answer :``.
 
 The five tasks mirror what the contest's model is judged on:
 
@@ -23,7 +27,7 @@ needle         value of one key hidden in a long haystack   generation, exact ma
 common_word    the most frequent word of a list             generation, exact match
 fact_mc        where a person lives, among four cities      log-likelihood, acc
 addition       sum of two multi-digit numbers               generation, exact match
-var_track      value of a variable reached through aliases  generation, exact match
+var_track      alias chain of a variable, then its value    generation, exact match
 =============  ==========================================  ======================
 """
 
@@ -132,16 +136,25 @@ EVAL_TASK_PRESET: dict[str, str] = json.loads(EVAL_PRESETS_FILE.read_text())["pr
 
 @dataclass
 class Curriculum:
-    """Caps the needle haystack: grows linearly from ``start`` to the difficulty's
-    maximum over the first ``ramp`` fraction of training."""
+    """Caps the needle task while training: the haystack grows linearly from
+    ``start`` words to the difficulty's maximum, and the number of needles from one
+    to the maximum, over the first ``ramp`` fraction of training. With one needle the
+    code is found by looking for digits; each added needle then asks for the key to
+    be matched (CPU probe, model card: with one to eight needles from the start the
+    loss never leaves chance)."""
 
     start: int = 48
     ramp: float = 0.5
     progress: float = field(default=1.0)
 
+    def _f(self) -> float:
+        return min(1.0, self.progress / self.ramp) if self.ramp > 0 else 1.0
+
     def cap(self, hi: int) -> int:
-        f = min(1.0, self.progress / self.ramp) if self.ramp > 0 else 1.0
-        return int(self.start + f * (hi - self.start))
+        return int(self.start + self._f() * (hi - self.start))
+
+    def cap_keys(self, hi: int) -> int:
+        return max(1, round(1 + self._f() * (hi - 1)))
 
 
 def _r(rng: random.Random, lo_hi: tuple[int, int]) -> int:
@@ -161,7 +174,10 @@ def gen_needle(rng: random.Random, d: Difficulty, cur: Curriculum | None = None,
     if cur is not None:
         hi = max(lo, cur.cap(hi))
     n_words = rng.randint(min(lo, hi), hi)
-    n_keys = _r(rng, d.needle_keys)
+    k_lo, k_hi = d.needle_keys
+    if cur is not None:
+        k_hi = max(k_lo, cur.cap_keys(k_hi))
+    n_keys = rng.randint(min(k_lo, k_hi), k_hi)
     keys = rng.sample(NOUNS, n_keys)
     key_set = set(keys)
     filler_pool = [w for w in NOUNS if w not in key_set]
@@ -169,10 +185,10 @@ def gen_needle(rng: random.Random, d: Difficulty, cur: Curriculum | None = None,
     values = {k: _digits(rng, 4) for k in keys}
     slots = sorted(rng.sample(range(n_words + 1), n_keys), reverse=True)
     for k, pos in zip(keys, slots, strict=True):
-        words[pos:pos] = ["the", "code", "for", k, "is", *values[k], "."]
+        words[pos:pos] = ["the", "code", "for", k, *values[k], "."]
     asked = rng.sample(keys, min(questions, n_keys))
     head = "haystack : " + " ".join(words)
-    qa = [(f"question : what is the code for {k} ? answer :", " ".join(values[k])) for k in asked]
+    qa = [(f"question : the code for {k}", " ".join(values[k])) for k in asked]
     return _with_questions("needle", head, qa)
 
 
@@ -196,16 +212,16 @@ def gen_fact_mc(rng: random.Random, d: Difficulty, cur: Curriculum | None = None
     people = rng.sample(NAMES, n)
     lives = {p: rng.choice(CITIES) for p in people}
     works = {p: rng.choice([c for c in CITIES if c != lives[p]]) for p in people}
-    facts = [f"{p} lives in {lives[p]} ." for p in people]
-    facts += [f"{p} works in {works[p]} ." for p in people]
+    facts = [f"{p} lives {lives[p]} ." for p in people]
+    facts += [f"{p} works {works[p]} ." for p in people]
     rng.shuffle(facts)
     head = "facts : " + " ".join(facts)
     asked = rng.sample(people, min(questions, n))
     qa = []
     for p in asked:
-        rel = rng.choice(["live", "work"])
-        ans = lives[p] if rel == "live" else works[p]
-        qa.append((f"question : where does {p} {rel} ? answer :", ans))
+        rel = rng.choice(["lives", "works"])
+        ans = lives[p] if rel == "lives" else works[p]
+        qa.append((f"question : {p} {rel}", ans))
     item = _with_questions("fact_mc", head, qa)
     # Four choices: the answer, the other relation's city, two more cities of the text.
     p, ans = asked[0], qa[0][1]
@@ -244,7 +260,9 @@ def gen_var_track(rng: random.Random, d: Difficulty, cur: Curriculum | None = No
         value = " ".join(_digits(rng, 3))
         stmts.append([f"{chain[0]} = {value} ."] + [f"{chain[j + 1]} = {chain[j]} ."
                                                     for j in range(h)])
-        ends.append((chain[-1], value))
+        # The answer walks the chain back to the value: "c = b ." "b = a ." "a = 4 1 7 ."
+        # asked "c =" is answered "b = a = 4 1 7"; each step looks up "name =".
+        ends.append((chain[-1], " = ".join([*reversed(chain[:-1]), value])))
     # Interleave chains while keeping each chain's order (a name is defined before use).
     order: list[str] = []
     queues = [list(s) for s in stmts]
@@ -253,7 +271,7 @@ def gen_var_track(rng: random.Random, d: Difficulty, cur: Curriculum | None = No
         order.append(q.pop(0))
     head = "vars : " + " ".join(order)
     picks = rng.sample(ends, min(questions, len(ends)))
-    qa = [(f"question : what is the value of {n} ? answer :", v) for n, v in picks]
+    qa = [(f"question : {n} =", v) for n, v in picks]
     return _with_questions("var_track", head, qa)
 
 

@@ -117,9 +117,10 @@ class TaskStream(IterableDataset):
 
     def __init__(self, seed: int, tokens_per_batch: int, steps: int, exclude: set[str],
                  curriculum_start: int = 48, weights: dict[str, float] | None = None,
-                 clock: Clock | None = None):
+                 clock: Clock | None = None, lead: tuple[str, float] | None = None):
         self.seed, self.tokens, self.steps, self.exclude = seed, tokens_per_batch, steps, exclude
         self.clock = clock
+        self.lead = lead  # (task, fraction): only that task until progress reaches fraction
         self.curriculum_start = curriculum_start
         self.weights = weights or TASK_WEIGHTS
         self.vocab = {w: i for i, w in enumerate(st.vocabulary())}
@@ -135,7 +136,10 @@ class TaskStream(IterableDataset):
             cur.progress = made * nw / max(1, self.steps)
             if self.clock is not None:
                 cur.progress = max(cur.progress, self.clock.fraction())
-            task = rng.choices(tasks, weights)[0]
+            if self.lead is not None and cur.progress < self.lead[1]:
+                task = self.lead[0]
+            else:
+                task = rng.choices(tasks, weights)[0]
             rows, spans, longest = [], [], 0
             while True:
                 item = draw(rng, task, cur, self.exclude)
@@ -175,6 +179,22 @@ def parse_weights(text: str | None) -> dict[str, float]:
         if weights[name] < 0:
             raise ValueError(f"--weights: {part!r} is negative")
     return weights
+
+
+def parse_lead(text: str | None) -> tuple[str, float] | None:
+    """``--lead TASK=FRACTION``: train only TASK for that first fraction of the run."""
+    if not text:
+        return None
+    name, sep, value = text.partition("=")
+    known = set(st.TASKS) | set(st.AUXILIARY)
+    try:
+        frac = float(value) if sep else -1.0
+    except ValueError:
+        frac = -1.0
+    if name not in known or not 0 <= frac < 1:
+        raise ValueError(f"--lead: {text!r} is not task=fraction with a task of "
+                         f"{sorted(known)} and 0 <= fraction < 1")
+    return name, frac
 
 
 def eval_prompts() -> set[str]:
@@ -237,7 +257,7 @@ def quick_eval(model, device, n: int = 100, preset: str | None = None) -> dict[s
                 ok += int(max(range(len(lls)), key=lls.__getitem__) == it["label"])
                 continue
             out = []
-            for _ in range(8):
+            for _ in range(16):  # the longest answer: 3 alias hops, 9 words
                 nxt = model(ids, use_cache=False).logits[0, -1].argmax().item()
                 if inv[nxt] == ".":
                     break
@@ -272,6 +292,9 @@ def main(argv=None) -> int:
     ap.add_argument("--weights", default=None,
                     help="task mixture as task=weight,... (default: TASK_WEIGHTS); "
                     "copy=W adds the training-only copy task")
+    ap.add_argument("--lead", default=None,
+                    help="TASK=FRACTION: only TASK for the first FRACTION of training "
+                    "(copy=0.1: the induction that retrieval needs forms first)")
     ap.add_argument("--curriculum-start", type=int, default=48,
                     help="needle haystack cap (words) at the start of the curriculum")
     args = ap.parse_args(argv)
@@ -290,11 +313,12 @@ def main(argv=None) -> int:
     exclude = eval_prompts()
     try:
         weights = parse_weights(args.weights)
+        lead = parse_lead(args.lead)
     except ValueError as e:
         ap.error(str(e))
     clock = Clock(args.max_minutes * 60)
     stream = TaskStream(args.seed, args.tokens_per_batch, args.steps, exclude,
-                        args.curriculum_start, weights, clock)
+                        args.curriculum_start, weights, clock, lead)
     loader = DataLoader(stream, batch_size=None, num_workers=args.workers,
                         prefetch_factor=8 if args.workers else None,
                         persistent_workers=bool(args.workers))

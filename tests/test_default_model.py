@@ -134,6 +134,42 @@ def test_training_weights_take_auxiliary_tasks_and_refuse_unknown_ones():
             train_default.parse_weights(bad)
 
 
+def test_lead_takes_one_task_for_a_fraction_and_refuses_bad_input():
+    assert train_default.parse_lead("copy=0.1") == ("copy", 0.1)
+    assert train_default.parse_lead(None) is None
+    for bad in ("copy", "copy=1.5", "cpy=0.1", "copy=x", "copy=-0.1"):
+        with pytest.raises(ValueError, match="--lead"):
+            train_default.parse_lead(bad)
+    stream = train_default.TaskStream(1, 512, 10**9, set(), 48, {"addition": 1.0, "copy": 0.0},
+                                      train_default.Clock(3600), ("copy", 0.5))
+    vocab = st.vocabulary()
+    ids, _ = next(iter(stream))
+    assert vocab[ids[0, 0]] == "code"  # the lead task while progress < 0.5
+
+
+def test_needle_curriculum_starts_with_one_short_needle():
+    cur = st.Curriculum(start=48, ramp=0.5, progress=0.0)
+    rng = random.Random(0)
+    for _ in range(20):
+        it = st.sample("needle", rng, curriculum=cur)
+        assert it["prompt"].count(" the code for ") == 2  # one needle, one question
+    cur.progress = 0.5
+    assert cur.cap_keys(8) == 8 and cur.cap(1400) == 1400
+
+
+def test_retrieval_prompts_end_with_the_key_that_precedes_the_answer():
+    rng = random.Random(1)
+    for task in ("needle", "fact_mc", "var_track"):
+        for _ in range(20):
+            it = st.sample(task, rng)
+            words = it["prompt"].split()
+            head, key = words[: words.index("question")], words[-2:]
+            first = it["answer"].split()[0]
+            # the last two prompt words are followed by the answer's first word in the context
+            pairs = {tuple(head[i:i + 3]) for i in range(len(head) - 2)}
+            assert (*key, first) in pairs, (task, it["prompt"][-60:], it["answer"])
+
+
 def test_committed_task_data_matches_generator():
     assert build_tasks.main(["--check"]) == 0
 

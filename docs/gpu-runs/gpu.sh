@@ -6,6 +6,7 @@
 #
 #   bash docs/gpu-runs/gpu.sh train                  # training variants, in the background
 #   bash docs/gpu-runs/gpu.sh train-continue         # warm-start variants of models/default
+#   bash docs/gpu-runs/gpu.sh launch NAME [args]     # one training variant, in the background
 #   bash docs/gpu-runs/gpu.sh no-orphans             # no SGLang process left after a run
 #   bash docs/gpu-runs/gpu.sh wait-train             # wait, pick the best, copy it out
 #   bash docs/gpu-runs/gpu.sh smoke                  # SGLang adapter checks (smoke.py)
@@ -61,6 +62,15 @@ train-continue)
   launch B --weights "$W" --lr 3e-4
   launch C
   sleep 20; tail -n 3 /tmp/train/*.log
+  ;;
+launch)
+  # one training variant in the background: launch NAME [train_default args]
+  name=$1; shift
+  mkdir -p /tmp/train
+  setsid nohup python3 -m models.train_default --out "/tmp/train/$name" --steps 1000000 \
+    --max-minutes "${MINUTES:-12}" --lr 6e-4 --workers 4 "$@" \
+    > "/tmp/train/$name.log" 2>&1 < /dev/null &
+  sleep 2; echo "launched $name: $*"
   ;;
 no-orphans)
   # after a failed run: no SGLang process may be left holding the GPU
