@@ -2,8 +2,10 @@
 
 Usage (from the repository root)::
 
-    # the recorded run (one H200, about 6 minutes; see models/default/README.md)
-    python -m models.train_default --out runs/default --steps 6000
+    # the recorded model: two phases on one H200 (16 + 7 minutes), exact commands in
+    # models/default/README.md; phase 1:
+    python -m models.train_default --out runs/A --steps 1000000 --max-minutes 16 \
+        --lr 6e-4 --scale-emb 1 --weights copy=0.1 --lead copy=0.1
 
     # a smoke run on CPU (seconds)
     python -m models.train_default --out /tmp/tiny --steps 20 --tokens-per-batch 2048 \
@@ -19,8 +21,10 @@ What it does:
   the evaluation prompts, so evaluation items are never trained on;
 - loss only on answers (each answer and its terminating ``.``); several questions
   per long context, so each long sequence teaches more than one lookup;
-- a curriculum on the needle task: haystacks grow from 48 words to the full length
-  over the first half of training (retrieval is otherwise stuck on a plateau);
+- a curriculum on the needle task: haystacks grow from 48 words to the full length,
+  and the needles from one to the maximum, over the first half of training;
+- ``--lead copy=0.1``: the training-only copy task alone for the first 10 %, which
+  forms the induction heads retrieval needs (without it needle stays at chance);
 - AdamW, linear warm-up then cosine decay, bf16 autocast on GPU;
 - ``--scale-emb`` (MiniCPM's 12 by default) and ``--init-std`` set the embedding
   multiplier and the init; ``python -m models.probe_retrieval`` measures on CPU how
