@@ -36,7 +36,7 @@ SIZES = {"small": dict(layers=2, hidden=128, ffn=384, heads=2, kv_heads=1),
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--task", default="var_track", choices=[*td.st.TASKS, *td.st.AUXILIARY])
+    ap.add_argument("--task", default="var_track", choices=td.st.TRAINABLE)
     ap.add_argument("--size", choices=sorted(SIZES), default="small")
     td.add_init_args(ap)
     ap.add_argument("--lr", type=float, default=2e-3)
@@ -57,9 +57,7 @@ def main(argv=None) -> int:
     weights = {args.task: 1.0}
     if args.copy > 0 and args.task != "copy":
         weights["copy"] = args.copy
-    lead = ("copy", args.lead) if args.lead > 0 else None
-    if lead is not None:
-        weights.setdefault("copy", 0.0)
+    lead = ("copy", args.lead) if args.lead > 0 else None  # TaskStream picks it by name
     stream = td.TaskStream(1234, args.tokens_per_batch, 10**9, set(), 48, weights, clock, lead)
     copy_marker = stream.vocab["code"]  # copy items start with "code :"; no other task does
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98),

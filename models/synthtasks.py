@@ -304,6 +304,7 @@ GENERATORS = {
 TASKS = tuple(GENERATORS)  # the evaluated tasks
 # Training-only tasks: mixed in with ``--weights copy=0.1``; never evaluated.
 AUXILIARY = {"copy": gen_copy}
+TRAINABLE = (*TASKS, *AUXILIARY)  # every task a training mix may name
 
 
 def sample(task: str, rng: random.Random, difficulty: Difficulty = TRAIN_DIFFICULTY,
@@ -311,7 +312,7 @@ def sample(task: str, rng: random.Random, difficulty: Difficulty = TRAIN_DIFFICU
     """One item of ``task`` (an evaluated or an auxiliary task) drawn from ``rng``."""
     gen = GENERATORS.get(task) or AUXILIARY.get(task)
     if gen is None:
-        raise KeyError(f"unknown task {task!r}: one of {sorted(GENERATORS) + sorted(AUXILIARY)}")
+        raise KeyError(f"unknown task {task!r}: one of {sorted(TRAINABLE)}")
     return gen(rng, difficulty, curriculum, questions)
 
 

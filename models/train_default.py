@@ -170,7 +170,7 @@ def draw(rng: random.Random, task: str, cur: st.Curriculum | None, exclude: set[
 def parse_weights(text: str | None) -> dict[str, float]:
     """``TASK_WEIGHTS`` updated by ``task=weight,...`` (evaluated or auxiliary tasks)."""
     weights = dict(TASK_WEIGHTS)
-    known = set(st.TASKS) | set(st.AUXILIARY)
+    known = set(st.TRAINABLE)
     for part in filter(None, (text or "").split(",")):
         name, sep, value = part.partition("=")
         if not sep or name not in known:
@@ -190,7 +190,7 @@ def parse_lead(text: str | None) -> tuple[str, float] | None:
     if not text:
         return None
     name, sep, value = text.partition("=")
-    known = set(st.TASKS) | set(st.AUXILIARY)
+    known = set(st.TRAINABLE)
     try:
         frac = float(value) if sep else -1.0
     except ValueError:

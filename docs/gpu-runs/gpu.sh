@@ -30,47 +30,40 @@ BL=/tmp/bl
 mkdir -p "$OUT" "$BL" /tmp/logs
 step=${1:?step}; shift
 
+# One training run in the background: launch_train NAME [train_default args]. Later
+# arguments override these defaults (argparse keeps the last value of an option).
+launch_train() {
+  local name=$1; shift
+  mkdir -p /tmp/train
+  setsid nohup python3 -m models.train_default --out "/tmp/train/$name" --steps 1000000 \
+    --max-minutes "${MINUTES:-12}" --lr 6e-4 --workers 4 "$@" \
+    > "/tmp/train/$name.log" 2>&1 < /dev/null &
+}
+
 case $step in
 train)
   # Three variants side by side (the GPU is far from busy with one); seed 1234 each.
   # scale_emb 12 with init std 0.02 held retrieval on a plateau (CPU probes, model
   # card), so two variants take scale_emb 1 and one MiniCPM's own init std 0.1.
-  mkdir -p /tmp/train
-  launch() {
-    local name=$1; shift
-    setsid nohup python3 -m models.train_default --out "/tmp/train/$name" --steps 1000000 \
-      --max-minutes "${MINUTES:-12}" --lr 6e-4 --workers 5 "$@" \
-      > "/tmp/train/$name.log" 2>&1 < /dev/null &
-  }
-  launch A --layers 4 --ffn 768 --scale-emb 1
-  launch B --layers 6 --ffn 576 --scale-emb 1
-  launch C --layers 4 --ffn 768 --scale-emb 12 --init-std 0.1
+  launch_train A --workers 5 --layers 4 --ffn 768 --scale-emb 1
+  launch_train B --workers 5 --layers 6 --ffn 576 --scale-emb 1
+  launch_train C --workers 5 --layers 4 --ffn 768 --scale-emb 12 --init-std 0.1
   sleep 20; tail -n 3 /tmp/train/*.log
   ;;
 train-continue)
   # Warm start from the committed model, three variants side by side: the weak
   # retrieval tasks weighted up (A, B at half the learning rate) and the original mix (C).
-  mkdir -p /tmp/train
-  launch() {
-    local name=$1; shift
-    setsid nohup python3 -m models.train_default --out "/tmp/train/$name" --steps 1000000 \
-      --max-minutes "${MINUTES:-7}" --lr 6e-4 --workers 5 \
-      --init models/default/model.safetensors "$@" > "/tmp/train/$name.log" 2>&1 < /dev/null &
-  }
   W=needle=0.25,common_word=0.1,fact_mc=0.25,addition=0.05,var_track=0.35
-  launch A --weights "$W"
-  launch B --weights "$W" --lr 3e-4
-  launch C
+  warm=(--max-minutes "${MINUTES:-7}" --workers 5 --init models/default/model.safetensors)
+  launch_train A "${warm[@]}" --weights "$W"
+  launch_train B "${warm[@]}" --weights "$W" --lr 3e-4
+  launch_train C "${warm[@]}"
   sleep 20; tail -n 3 /tmp/train/*.log
   ;;
 launch)
   # one training variant in the background: launch NAME [train_default args]
-  name=$1; shift
-  mkdir -p /tmp/train
-  setsid nohup python3 -m models.train_default --out "/tmp/train/$name" --steps 1000000 \
-    --max-minutes "${MINUTES:-12}" --lr 6e-4 --workers 4 "$@" \
-    > "/tmp/train/$name.log" 2>&1 < /dev/null &
-  sleep 2; echo "launched $name: $*"
+  launch_train "$@"
+  sleep 2; echo "launched $*"
   ;;
 no-orphans)
   # after a failed run: no SGLang process may be left holding the GPU
