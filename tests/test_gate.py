@@ -21,7 +21,11 @@ import pytest
 
 from patchgate.cli import main
 from patchgate.config import Lengths, get_profile
-from patchgate.gate import GuardOptions, run_guard
+from patchgate.engines import load_engine
+from patchgate.gate import GuardOptions, Run, _confirm, run_guard
+from patchgate.patches import discover
+from patchgate.scenarios import make_scenarios
+from patchgate.verdict import compare_scenarios
 
 pytestmark = pytest.mark.slow
 
@@ -110,6 +114,10 @@ def test_slow_decode_is_rejected(work):
     assert {"decode_b1", "decode_b8"} <= slow
     assert not any(r["regressed"] for r in v["scenarios"] if r["phase"] == "prefill")
     assert any("decode_b1" in reason and "slower" in reason for reason in v["reasons"])
+    # each slowdown was measured again in fresh engine processes before it counted
+    row = next(r for r in v["scenarios"] if r["name"] == "decode_b1")
+    assert row["confirmation"]["regressed"] and row["confirmation"]["ratio"] > 1.05
+    assert any("again in fresh engine processes" in reason for reason in v["reasons"])
     assert v["accuracy"]["ratio"] == 1.0
     assert snapshot(work) == before  # --accept on a rejected change writes nothing
 
@@ -124,6 +132,43 @@ def test_accuracy_breaking_patch_is_rejected_and_recorded(work):
     log = (work / "CHANGELOG.md").read_text()
     assert "Quantize every linear layer to 2 bits" in log and "(rejected)" in log
     assert not (work / "baselines/default/current.json").read_text().count("int2")
+
+
+def test_a_slowdown_that_fresh_processes_do_not_repeat_is_not_counted():
+    """The confirmation step on real engines: a first measurement that says
+    prefill_b64 is 30 % slower (as a slow process would), then fresh processes of a
+    neutral patch and the unpatched model, which cannot confirm it."""
+    prof = PROFILE.with_overrides(rounds=4)
+    scenarios = make_scenarios(prof)
+    same = {s.name: [1.0 + 0.001 * i for i in range(8)] for s in scenarios}
+    slow = same | {"prefill_b64": [1.3 + 0.001 * i for i in range(8)]}
+    rows = compare_scenarios(scenarios, slow, same, same, prof)
+    assert [r["name"] for r in rows if r["regressed"]] == ["prefill_b64"]
+    engines: dict = {}
+    starts = []
+
+    def restart():
+        starts.append(1)
+        engines["k1"] = load_engine(prof, discover(GATE / "neutral"), "candidate")
+        engines["k0"] = load_engine(prof, [], "current")
+        for e in engines.values():
+            e.ready()
+        return engines
+
+    run = Run(opts(Path("."), GATE / "neutral"))
+    try:
+        _confirm(run, prof, scenarios, rows, {"candidate": "k1", "current": "k0",
+                                              "reference": "k0"},
+                 {"k1": "candidate", "k0": "current+reference"}, restart)
+    finally:
+        for e in engines.values():
+            e.close()
+    assert starts == [1]
+    row = next(r for r in rows if r["name"] == "prefill_b64")
+    assert not row["regressed"] and row["mark"] == "~"
+    assert row["confirmation"]["rounds"] == 4 and not row["confirmation"]["regressed"]
+    assert any("not confirmed" in n and "prefill_b64" in n for n in run.notes)
+    assert all("confirmation" not in r for r in rows if r["name"] != "prefill_b64")
 
 
 def test_token_agreement_guard_through_the_gate(work):

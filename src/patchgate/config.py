@@ -53,6 +53,10 @@ class Profile:
     # An inconclusive slowdown (slower than the threshold, not significant) gets up to
     # this many more looks of ``rounds`` rounds each, tested at alpha / looks.
     extra_looks: int = 2
+    # A slowdown found significant counts only if fresh engine processes measure it
+    # again (see patchgate.gate): a steady per-process difference is not a change.
+    confirm: bool = True
+    settle_s: float = 0.01  # pause before each timed call (patchgate.measure)
     tasks: tuple[str, ...] = ("default_suite",)
     task_path: str = "guards/tasks"
     guard: str = "lm_eval"  # "lm_eval" | "token_agreement" (random weights)

@@ -1,40 +1,74 @@
-"""Timing: configurations measured side by side, rounds interleaved.
+"""Timing: configurations measured side by side, rounds interleaved and counterbalanced.
 
 One timed call is ``sync; perf_counter; generate; sync; perf_counter``, taken where
-the model runs (``Engine.timed_generate``). For every
-round and scenario, each configuration runs once, in an order that rotates from
-round to round (A B C, B C A, C A B, ...), so drift of a shared machine falls on
-all configurations alike. The first ``warmup`` rounds are thrown away; the raw
-samples of the others are kept.
+the model runs (``Engine.timed_generate``). For every round and scenario, each
+configuration runs once, in an order that rotates from round to round (A B C,
+B C A, C A B, ...), so drift of a shared machine falls on all configurations
+alike.
+
+Where a call stands in its round matters on a shared CPU: the call right after
+another process's call is slower (that process's threads still spin for a few
+milliseconds, and the caches hold its data), by up to 1.9x for a 5 ms call on 2
+cores. Two measures keep that from turning into a difference between
+configurations:
+
+- counterbalancing: the number of timed rounds is rounded up to a multiple of the
+  number of configurations, so each configuration takes each place in the order
+  equally often (with 7 rounds and 2 configurations one of them would be first 4
+  times out of 7, and its median would be a "first" sample);
+- ``settle_s``: a short pause before each timed call, so the previous call's
+  threads are asleep when the next one starts.
+
+The first ``warmup`` rounds are thrown away; the raw samples of the others are kept.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Mapping
 
 from .engines.base import Engine
 from .scenarios import Scenario, prompt_ids
 
 
+def balanced_rounds(rounds: int, configurations: int) -> int:
+    """``rounds`` rounded up to a multiple of ``configurations`` (at least one round)."""
+    n = max(1, configurations)
+    return max(n, math.ceil(rounds / n) * n)
+
+
+def orders(labels: list[str], rounds: int) -> list[list[str]]:
+    """The order of the configurations in each of ``rounds`` rounds: a rotation, so
+    over any ``len(labels)`` consecutive rounds each label takes each place once."""
+    n = len(labels)
+    return [labels[r % n:] + labels[:r % n] for r in range(rounds)]
+
+
 def measure(engines: Mapping[str, Engine], scenarios: list[Scenario], rounds: int,
-            warmup: int, seed: int = 0, progress=None) -> dict[str, dict[str, list[float]]]:
-    """Raw latency samples: ``{config: {scenario name: [seconds, ...]}}``.
+            warmup: int, seed: int = 0, progress=None, settle_s: float = 0.0
+            ) -> dict[str, dict[str, list[float]]]:
+    """Raw latency samples: ``{config: {scenario name: [seconds, ...]}}``, with
+    :func:`balanced_rounds` samples per configuration and scenario.
 
     ``progress`` (optional) is a tqdm-like object with ``update(n)`` and
     ``set_postfix_str(s)``; it advances once per timed or warm-up call.
     """
     labels = list(engines)
+    timed = balanced_rounds(rounds, len(labels))
     vocab = min(e.vocab_size for e in engines.values())
     batches = {s.name: prompt_ids(s, vocab, seed) for s in scenarios}
     samples: dict[str, dict[str, list[float]]] = {c: {s.name: [] for s in scenarios}
                                                   for c in labels}
-    for r in range(warmup + rounds):
-        tag = f"warm-up {r + 1}/{warmup}" if r < warmup else f"round {r - warmup + 1}/{rounds}"
+    plan = orders(labels, warmup) + orders(labels, timed)
+    for r, order in enumerate(plan):
+        tag = f"warm-up {r + 1}/{warmup}" if r < warmup else f"round {r - warmup + 1}/{timed}"
         for s in scenarios:
-            k = r % len(labels)
-            for label in labels[k:] + labels[:k]:
+            for label in order:
                 if progress is not None:
                     progress.set_postfix_str(f"{tag} {s.name} {label}")
+                if settle_s:
+                    time.sleep(settle_s)
                 dt = engines[label].timed_generate(batches[s.name], s.output_len)
                 if r >= warmup:
                     samples[label][s.name].append(dt)

@@ -104,6 +104,14 @@ def task_notes(accuracy: dict, limit: float) -> list[str]:
             for t, v in sorted(accuracy.get("per_task", {}).items()) if v["ratio"] < limit]
 
 
+def _confirmed(row: dict) -> str:
+    c = row.get("confirmation")
+    if not c:
+        return ""
+    return (f"; again in fresh engine processes: {100 * (c['ratio'] - 1):.1f} % slower, "
+            f"p={c['p_value']:.2g}")
+
+
 def decide(profile: Profile, rows: list[dict], accuracy: dict, *, compared_with: str
            ) -> dict:
     """The verdict: accepted unless accuracy or a latency check fails; reasons in words."""
@@ -123,7 +131,7 @@ def decide(profile: Profile, rows: list[dict], accuracy: dict, *, compared_with:
                 f"({1000 * r['median_s']:.2f} ms vs {1000 * r['baseline_median_s']:.2f} ms, "
                 f"p={r['p_value']:.2g} < {r['alpha']:.3g}, {100 * (1 - r['alpha']):.1f} % CI of "
                 f"the ratio {r['ci_low']:.3f}-{r['ci_high']:.3f})"
-                f", beyond the {100 * th.latency:.0f} % threshold")
+                f", beyond the {100 * th.latency:.0f} % threshold{_confirmed(r)}")
     s = speed_scores(rows, profile.batch_sizes)
     c = accuracy["C"]
     return {
