@@ -5,7 +5,7 @@ Usage (from the repository root; about a minute on 2 CPU cores)::
     python -m models.sensitivity                  # table + the chosen int8 layers
     python -m models.sensitivity --json out.json
 
-Measured on a calibration split: items of the five tasks drawn from
+Measured on a calibration split: items of the six tasks drawn from
 ``CALIBRATION_SEED`` (neither the training seed nor the evaluation seed), with the
 evaluation difficulty. For every linear layer alone, its weight is quantized to
 int4 (round-to-nearest, groups of 32) and the calibration accuracy (every answer
@@ -35,7 +35,7 @@ CALIBRATION_ITEMS = 60  # per task
 
 
 def calibration_batches(n: int = CALIBRATION_ITEMS):
-    """[(ids [1, S], answer positions)] over the five tasks."""
+    """[(ids [1, S], answer positions)] over the six tasks."""
     vocab = {w: i for i, w in enumerate(st.vocabulary())}
     out = []
     for task in st.TASKS:

@@ -18,24 +18,25 @@ lives``, ``question : c =``), so the first answer token is found by matching the
 prompt's last words in the context (what an induction head does) rather than through
 a paraphrased question; common_word and addition end with ``answer :``.
 
-The five tasks mirror what the contest's model is judged on:
+The six tasks mirror what the contest's model is judged on:
 
-=============  ==========================================  ======================
-task           what it asks                                 scored by
-=============  ==========================================  ======================
-needle         value of one key hidden in a long haystack   generation, exact match
-common_word    the most frequent word of a list             generation, exact match
-fact_mc        where a person lives, among four cities      log-likelihood, acc
-addition       sum of two multi-digit numbers               generation, exact match
-var_track      alias chain of a variable, then its value    generation, exact match
-=============  ==========================================  ======================
+================  =========================================  =======================
+task              what it asks                               scored by
+================  =========================================  =======================
+needle            value of one key hidden in a long haystack generation, exact match
+common_word       the most frequent word of a list           generation, exact match
+common_word_long  the same on lists of up to 200 words       generation, exact match
+fact_mc           where a person lives, among four cities    log-likelihood, acc
+addition          sum of two multi-digit numbers             generation, exact match
+var_track         alias chain of a variable, then its value  generation, exact match
+================  =========================================  =======================
 """
 
 from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
@@ -101,7 +102,11 @@ class Difficulty:
     needle_keys: tuple[int, int] = (1, 8)  # needles (one is asked, the rest distract)
     common_distinct: tuple[int, int] = (3, 24)
     common_top: tuple[int, int] = (2, 9)  # count of the most common word
-    common_gap: tuple[int, int] = (1, 4)  # top count minus the runner-up's
+    common_gap: tuple[int, int] = (1, 4)  # top count minus the most any other word gets
+    # common_word_long: long lists (the top word ``top`` times, every other word up to
+    # top - 1 times), inside common_word's training ranges (at most 24 words, 9 times)
+    long_distinct: tuple[int, int] = (16, 24)
+    long_top: tuple[int, int] = (6, 9)
     fact_people: tuple[int, int] = (2, 14)
     add_digits: tuple[int, int] = (1, 4)
     var_hops: tuple[int, int] = (0, 3)  # alias steps between the asked name and its value
@@ -118,14 +123,16 @@ TRAIN_DIFFICULTY = Difficulty()
 EVAL_PRESETS = {
     "easy": Difficulty(needle_words=(150, 1350), needle_keys=(1, 3), common_distinct=(12, 24),
                        common_top=(4, 8), common_gap=(1, 2), fact_people=(2, 6),
-                       add_digits=(2, 3), var_hops=(0, 1), var_chains=(2, 3)),
+                       add_digits=(2, 3), var_hops=(0, 1), var_chains=(2, 3),
+                       long_distinct=(16, 24), long_top=(6, 9)),
     "medium": Difficulty(needle_words=(150, 1350), needle_keys=(2, 5),
                          common_distinct=(12, 24), common_top=(4, 8), common_gap=(1, 2),
                          fact_people=(4, 10), add_digits=(3, 3), var_hops=(0, 2),
-                         var_chains=(2, 4)),
+                         var_chains=(2, 4), long_distinct=(18, 24), long_top=(7, 9)),
     "hard": Difficulty(needle_words=(150, 1350), needle_keys=(4, 8), common_distinct=(16, 24),
                        common_top=(4, 8), common_gap=(1, 1), fact_people=(8, 14),
-                       add_digits=(3, 4), var_hops=(1, 3), var_chains=(3, 5)),
+                       add_digits=(3, 4), var_hops=(1, 3), var_chains=(3, 5),
+                       long_distinct=(20, 24), long_top=(8, 9)),
 }
 # The preset each task is evaluated at: models/eval_presets.json, written by
 # ``python -m models.select_presets`` from the trained model's quick evaluation of
@@ -204,6 +211,19 @@ def gen_common_word(rng: random.Random, d: Difficulty, cur: Curriculum | None = 
     head = "words : " + " ".join(seq)
     return _with_questions("common_word", head,
                            [("question : which word is most common ? answer :", ws[0])])
+
+
+def gen_common_word_long(rng: random.Random, d: Difficulty, cur: Curriculum | None = None,
+                         questions: int = 1) -> dict:
+    """common_word on long lists: 16-24 words, the most common one 6-9 times and
+    every other word up to one fewer times (up to 200 words to count). The same
+    question and training ranges as common_word; the default model was never trained
+    on it by this name (``TASK_WEIGHTS``), only on common_word, whose ranges include
+    these lists. It sits at the edge of what the model counts: where a loss of
+    precision shows."""
+    long = replace(d, common_distinct=d.long_distinct, common_top=d.long_top,
+                   common_gap=(1, 1))
+    return gen_common_word(rng, long, cur, questions) | {"task": "common_word_long"}
 
 
 def gen_fact_mc(rng: random.Random, d: Difficulty, cur: Curriculum | None = None,
@@ -297,6 +317,7 @@ def gen_copy(rng: random.Random, d: Difficulty, cur: Curriculum | None = None,
 GENERATORS = {
     "needle": gen_needle,
     "common_word": gen_common_word,
+    "common_word_long": gen_common_word_long,
     "fact_mc": gen_fact_mc,
     "addition": gen_addition,
     "var_track": gen_var_track,

@@ -16,7 +16,7 @@ What it does:
 - builds the word-level tokenizer and the MiniCPM config, and writes a complete
   model folder (config with ``auto_map``, ``model.safetensors``, tokenizer files,
   the modeling code) to ``--out``;
-- draws training items of the five tasks of ``models/synthtasks.py`` from
+- draws training items of the tasks in ``TASK_WEIGHTS`` (``models/synthtasks.py``) from
   ``--seed`` (never the evaluation seed) and drops any item whose prompt is one of
   the evaluation prompts, so evaluation items are never trained on;
 - loss only on answers (each answer and its terminating ``.``); several questions
@@ -55,8 +55,8 @@ HERE = Path(__file__).resolve().parent
 MODEL_CODE = ("configuration_minicpm.py", "modeling_minicpm.py")
 TASK_WEIGHTS = {"needle": 0.3, "common_word": 0.15, "fact_mc": 0.2, "addition": 0.15,
                 "var_track": 0.2}
-QUESTIONS = {"needle": 4, "common_word": 1, "fact_mc": 4, "addition": 1, "var_track": 3,
-             "copy": 1}
+QUESTIONS = {"needle": 4, "common_word": 1, "common_word_long": 1, "fact_mc": 4,
+             "addition": 1, "var_track": 3, "copy": 1}
 
 
 def write_tokenizer(out: Path) -> None:

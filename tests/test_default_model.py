@@ -233,3 +233,22 @@ def test_retrieval_probe_runs(capsys):
     assert probe_retrieval.main(["--task", "needle", "--copy", "1", "--minutes", "0.05",
                                  "--scale-emb", "1"]) == 0
     assert "needle small scale_emb=1.0" in capsys.readouterr().out
+
+
+def test_common_word_long_counts_long_lists_inside_the_trained_ranges():
+    """The counting task at the edge: 18-24 words (its preset), the answer the one
+    most common word, every other word up to one fewer times; never in the default
+    training mix."""
+    from collections import Counter
+
+    preset = st.EVAL_PRESETS[st.EVAL_TASK_PRESET["common_word_long"]]
+    train = st.TRAIN_DIFFICULTY
+    for it in st.make_eval_items("common_word_long"):
+        assert it["task"] == "common_word_long"
+        words = it["prompt"].split(" question :")[0].split()[2:]
+        counts = Counter(words).most_common()
+        assert preset.long_distinct[0] <= len(counts) <= preset.long_distinct[1]
+        assert counts[0][0] == it["answer"] and counts[0][1] > counts[1][1]
+        assert preset.long_top[0] <= counts[0][1] <= preset.long_top[1]
+        assert len(counts) <= train.common_distinct[1] and counts[0][1] <= train.common_top[1]
+    assert "common_word_long" not in train_default.TASK_WEIGHTS
