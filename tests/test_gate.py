@@ -220,6 +220,11 @@ def cli(work: Path, patches: Path, *extra: str) -> int:
     ("apply_raises", "patch 0001-raises.py: apply() raised AttributeError"),
     ("nan", "NaN or inf logits"),
     ("bad_server_arg", "0001-fp8-kv.py: SERVER_ARGS sets 'kv_cache_dtype'"),
+    ("exit_in_apply", "engine candidate (0001-exit.py): its worker process died while "
+                      "loading the model (exit code 3)"),
+    ("crash_b64", "patch 0001-crash-b64.py failed while timing a generate call (latency) "
+                  "(engine candidate, line 10 in guarded): RuntimeError: planted failure"),
+    ("apply_returns_int", "patch 0001-returns.py: apply() returned int, not a model"),
 ])
 def test_bad_patches_exit_2_and_write_nothing(work, capsys, case, message):
     before = snapshot(work)

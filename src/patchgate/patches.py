@@ -132,8 +132,22 @@ def apply_patches(model: object, patches: Sequence[Patch], engine: str) -> objec
                 hint=f"fix the patch or move it out of {patch.path.parent}",
             ) from exc
         if result is not None:
+            if not _is_module(result):
+                raise PatchgateError(
+                    f"patch {patch.name}: apply() returned {type(result).__name__}, not a "
+                    "model",
+                    hint="change the model in place and return None, or return the new "
+                         "model (a torch.nn.Module)")
             model = result
     return model
+
+
+def _is_module(obj: object) -> bool:
+    try:
+        import torch
+    except ImportError:  # no torch here: any object with a forward will do
+        return callable(getattr(obj, "forward", None))
+    return isinstance(obj, torch.nn.Module)
 
 
 def merged_server_args(patches: Sequence[Patch], engine: str) -> dict:

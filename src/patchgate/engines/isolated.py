@@ -16,10 +16,32 @@ from __future__ import annotations
 import multiprocessing as mp
 import signal
 import traceback
+from pathlib import Path
 
 from ..errors import PatchgateError
 
 _START_TIMEOUT_S = 600
+_DOING = {"timed_generate": "timing a generate call (latency)", "generate": "generating",
+          "generate_until": "generating (accuracy tasks)",
+          "loglikelihood": "scoring log-likelihoods (accuracy tasks)"}
+
+
+def patch_frame(exc: BaseException, patches) -> tuple[str, int, str] | None:
+    """Where in a patch file an exception was raised: (patch name, line, function) of
+    the innermost traceback frame in one of ``patches``; None if no patch is on the
+    stack (a bug, or a patch's change that fails later inside a library)."""
+    by_path = {str(Path(p.path).resolve()): p.name for p in patches}
+    found = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        name = by_path.get(str(Path(frame.filename).resolve()))
+        if name:
+            found = (name, frame.lineno or 0, frame.name)
+    return found
+
+
+def _failure(e: BaseException, patches) -> tuple:
+    return ("error", (f"{type(e).__name__}: {e}", traceback.format_exc(),
+                      patch_frame(e, patches)))
 
 
 def _serve(conn, profile, patches, label) -> None:
@@ -33,7 +55,7 @@ def _serve(conn, profile, patches, label) -> None:
         conn.send(("user-error", (e.message, e.hint)))
         return
     except BaseException as e:  # a bug or an unexpected failure: keep the traceback
-        conn.send(("error", (f"{type(e).__name__}: {e}", traceback.format_exc())))
+        conn.send(_failure(e, patches))
         return
     while True:
         try:
@@ -48,7 +70,7 @@ def _serve(conn, profile, patches, label) -> None:
         except PatchgateError as e:
             conn.send(("user-error", (e.message, e.hint)))
         except BaseException as e:
-            conn.send(("error", (f"{type(e).__name__}: {e}", traceback.format_exc())))
+            conn.send(_failure(e, patches))
 
 
 class IsolatedEngine:
@@ -58,6 +80,8 @@ class IsolatedEngine:
 
     def __init__(self, profile, patches, label: str):
         self.label = label
+        self._patch_names = [p.name for p in patches]
+        self._patch_dir = str(Path(patches[0].path).parent) if patches else ""
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
         self._proc = ctx.Process(target=_serve, args=(child, profile, list(patches), label),
@@ -97,23 +121,38 @@ class IsolatedEngine:
                                      f"while {what}", hint="check the model and patches")
             status, payload = self._conn.recv()
         except (EOFError, ConnectionError, OSError):
-            code = self._proc.exitcode if not self._proc.is_alive() else None
+            proc = self._proc
+            if proc is not None:
+                proc.join(2)  # reap it, so its exit code is known
+            code = proc.exitcode if proc is not None else None
             self.close()
-            raise PatchgateError(f"engine {self.label}: its worker process died while {what} "
-                                 f"(exit code {code})",
-                                 hint="a patch may crash the interpreter; run it alone") from None
+            raise PatchgateError(
+                f"engine {self._name()}: its worker process died while {what} "
+                f"(exit code {code})",
+                hint="a patch may end the interpreter (os._exit, a crash in native code); "
+                     "run the patches of this configuration one at a time") from None
         if status == "ok":
             return payload
         if status == "user-error":
             raise PatchgateError(*payload)
-        message, tb = payload
-        raise PatchgateError(f"engine {self.label} failed while {what}: {message}",
+        message, tb, where = payload
+        if where:
+            name, line, func = where
+            raise PatchgateError(
+                f"patch {name} failed while {what} (engine {self.label}, line {line} in "
+                f"{func}): {message}",
+                hint=f"fix the patch or move it out of {self._patch_dir}")
+        raise PatchgateError(f"engine {self._name()} failed while {what}: {message}",
                              hint="worker traceback:\n" + tb.rstrip())
+
+    def _name(self) -> str:
+        patches = ", ".join(self._patch_names) or "no patches"
+        return f"{self.label} ({patches})"
 
     def _call(self, verb: str, *args):
         self.ready()
         self._conn.send((verb, args))
-        return self._receive(verb.replace("_", " "))
+        return self._receive(_DOING.get(verb, verb.replace("_", " ")))
 
     def generate(self, batch, max_new_tokens):
         return self._call("generate", batch, max_new_tokens)
