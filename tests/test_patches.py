@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -295,8 +296,8 @@ def test_apply_with_optional_extras_and_dataclasses_are_accepted(tmp_path):
         "0001-x.py",
         '"""X."""\nfrom __future__ import annotations\nimport dataclasses\n\n'
         "@dataclasses.dataclass\nclass Cfg:\n    scale: float = 2.0\n\n"
-        "def apply(model, cfg=Cfg()):\n    return cfg\n",
+        "def apply(model, cfg=Cfg()):\n    model.scale = cfg.scale\n",
     )
     (patch,) = discover(tmp_path)
     assert isinstance(patch, Patch) and patch.has_apply
-    assert apply_patches(object(), [patch], "transformers").scale == 2.0
+    assert apply_patches(types.SimpleNamespace(), [patch], "transformers").scale == 2.0
