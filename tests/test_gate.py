@@ -22,6 +22,7 @@ import pytest
 from patchgate.cli import main
 from patchgate.config import Lengths, get_profile
 from patchgate.engines import load_engine
+from patchgate.errors import PatchgateError
 from patchgate.gate import GuardOptions, Run, _confirm, run_guard
 from patchgate.patches import discover
 from patchgate.scenarios import make_scenarios
@@ -232,6 +233,25 @@ def test_bad_patches_exit_2_and_write_nothing(work, capsys, case, message):
     err = capsys.readouterr().err
     assert message in err
     assert "Traceback" not in err
+    assert snapshot(work) == before
+
+
+def test_a_patch_that_hangs_ends_the_run_with_an_error(work):
+    """A call that never returns is stopped after call_timeout_s; the worker is ended
+    and nothing is written."""
+    import multiprocessing
+
+    before = snapshot(work)
+    prof = PROFILE.with_overrides(call_timeout_s=5, rounds=2)
+    t0 = time.monotonic()
+    with pytest.raises(PatchgateError) as info:
+        run_guard(GuardOptions(profile=prof, patches_dir=GATE / "hang",
+                               baselines_dir=work / "baselines", accept=True, record=True,
+                               changelog=work / "CHANGELOG.md", quiet=True))
+    assert "engine candidate (0001-hang.py): no answer after 5 s while timing" in \
+        info.value.message
+    assert time.monotonic() - t0 < 120
+    assert not [p for p in multiprocessing.active_children() if p.name.startswith("patchgate")]
     assert snapshot(work) == before
 
 

@@ -57,6 +57,9 @@ class Profile:
     # again (see patchgate.gate): a steady per-process difference is not a change.
     confirm: bool = True
     settle_s: float = 0.01  # pause before each timed call (patchgate.measure)
+    # A call into a transformers worker that has not answered after this long (a
+    # patch that hangs) ends the run with an error; a call here takes seconds.
+    call_timeout_s: float = 600.0
     tasks: tuple[str, ...] = ("default_suite",)
     task_path: str = "guards/tasks"
     guard: str = "lm_eval"  # "lm_eval" | "token_agreement" (random weights)

@@ -91,12 +91,13 @@ class IsolatedEngine:
         self._ready = False
         self._vocab_size = 0
         self._model_path = profile.model_path()
+        self._timeout = profile.call_timeout_s
         self._tokenizer = None
 
     def ready(self) -> IsolatedEngine:
         """Wait until the worker has loaded and patched its model."""
         if not self._ready:
-            info = self._receive("loading the model", _START_TIMEOUT_S)
+            info = self._receive("loading the model", max(_START_TIMEOUT_S, self._timeout))
             self._vocab_size = info["vocab_size"]
             self._ready = True
         return self
@@ -117,8 +118,11 @@ class IsolatedEngine:
     def _receive(self, what: str, timeout: float | None = None):
         try:
             if timeout is not None and not self._conn.poll(timeout):
-                raise PatchgateError(f"engine {self.label}: no answer after {timeout:.0f} s "
-                                     f"while {what}", hint="check the model and patches")
+                self.close()
+                raise PatchgateError(
+                    f"engine {self._name()}: no answer after {timeout:.0f} s while {what}",
+                    hint="a patch may hang (a loop, a lock, a wait); run the patches of this "
+                         "configuration one at a time")
             status, payload = self._conn.recv()
         except (EOFError, ConnectionError, OSError):
             proc = self._proc
@@ -152,7 +156,7 @@ class IsolatedEngine:
     def _call(self, verb: str, *args):
         self.ready()
         self._conn.send((verb, args))
-        return self._receive(_DOING.get(verb, verb.replace("_", " ")))
+        return self._receive(_DOING.get(verb, verb.replace("_", " ")), self._timeout)
 
     def generate(self, batch, max_new_tokens):
         return self._call("generate", batch, max_new_tokens)
