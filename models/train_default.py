@@ -16,9 +16,9 @@ What it does:
 - builds the word-level tokenizer and the MiniCPM config, and writes a complete
   model folder (config with ``auto_map``, ``model.safetensors``, tokenizer files,
   the modeling code) to ``--out``;
-- draws training items of the tasks in ``TASK_WEIGHTS`` (``models/synthtasks.py``) from
-  ``--seed`` (never the evaluation seed) and drops any item whose prompt is one of
-  the evaluation prompts, so evaluation items are never trained on;
+- draws training items of the tasks in ``TASK_WEIGHTS`` (generators in
+  ``models/synthtasks.py``) from ``--seed`` (never the evaluation seed) and drops
+  any item whose prompt is one of the evaluation prompts, so evaluation items are never trained on;
 - loss only on answers (each answer and its terminating ``.``); several questions
   per long context, so each long sequence teaches more than one lookup;
 - a curriculum on the needle task: haystacks grow from 48 words to the full length,

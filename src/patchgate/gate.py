@@ -150,11 +150,10 @@ def run_guard(opts: GuardOptions, run: Run | None = None) -> dict:
 def _evaluate(run, prof, sets, keys, engines, stored, env, work, restart) -> dict:
     scenarios = make_scenarios(prof)
     names = {k: "+".join(lb for lb in LABELS if keys[lb] == k) for k in engines}
-    rounds = balanced_rounds(prof.rounds, len(names))
-    calls = (prof.warmup + rounds) * len(scenarios) * len(names)
     run.enter(f"latency: {len(scenarios)} scenarios x {len(names)} configurations x "
-              f"{rounds} rounds (+{prof.warmup} warm-up), interleaved")
-    with _progress(calls, "latency", run.opts.quiet) as bar:
+              f"{balanced_rounds(prof.rounds, len(names))} rounds (+{prof.warmup} warm-up), "
+              "interleaved")
+    with _progress(_calls(prof, scenarios, names), "latency", run.opts.quiet) as bar:
         named_engines = {names[k]: e for k, e in engines.items()}
         named = measure(named_engines, scenarios, prof.rounds, prof.warmup, prof.seed, bar,
                         prof.settle_s)
@@ -202,6 +201,12 @@ def _evaluate(run, prof, sets, keys, engines, stored, env, work, restart) -> dic
     return verdict
 
 
+def _calls(prof, scenarios, configurations) -> int:
+    """Timed and warm-up calls of one :func:`measure` (the progress bar's total)."""
+    n = len(configurations)
+    return (prof.warmup + balanced_rounds(prof.rounds, n)) * len(scenarios) * n
+
+
 def _confirm(run, prof, scenarios, rows, keys, names, restart) -> None:
     """Measure the regressed scenarios again in fresh engine processes; a slowdown
     stands only if this second, independent measurement finds it too (``rows`` are
@@ -220,9 +225,7 @@ def _confirm(run, prof, scenarios, rows, keys, names, restart) -> None:
     run.enter(f"confirming the slowdown of {', '.join(slow)} in fresh engine processes")
     engines = restart()
     named_engines = {names[k]: e for k, e in engines.items()}
-    calls = (prof.warmup + balanced_rounds(prof.rounds, len(names))) * len(pending) * \
-        len(names)
-    with _progress(calls, "confirm", run.opts.quiet) as bar:
+    with _progress(_calls(prof, pending, names), "confirm", run.opts.quiet) as bar:
         fresh = measure(named_engines, pending, prof.rounds, prof.warmup, prof.seed + 1, bar,
                         prof.settle_s)
     th = prof.thresholds
