@@ -21,7 +21,8 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from models import grow_check as gc
-from patchgate import grow, grow_build
+from patchgate import cli, grow, grow_build
+from patchgate.config import get_profile
 from patchgate.errors import PatchgateError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -254,3 +255,26 @@ def test_cache_root_argument_environment_and_default(tmp_path, monkeypatch):
     monkeypatch.setenv(grow_build.ENV, str(tmp_path / "env"))
     assert grow_build.cache_root() == tmp_path / "env"
     assert grow_build.cache_root(tmp_path / "arg") == tmp_path / "arg"
+
+
+def test_the_profile_loads_the_grown_folder(tmp_path, shape_t, monkeypatch):
+    monkeypatch.setenv(grow_build.ENV, str(tmp_path))
+    prof = get_profile("h200-minicpm8b")
+    assert (prof.grow, prof.engine, prof.dtype, prof.guard, prof.tasks) == \
+        ("minicpm4-8b", "sglang", "bfloat16", "lm_eval", ("default_suite",))
+    assert prof.lengths == get_profile("h200-minicpm8b-dummy").lengths
+    path = prof.with_overrides(grow=shape_t).model_path()
+    assert path.parent == tmp_path and (path / "grown.json").exists()
+    assert get_profile("h200-default").model_path() == SOURCE
+
+
+def test_cli_prints_the_folder_and_whether_it_was_built(tmp_path, shape_t, capsys):
+    argv = ["model", "grow", "--shape", shape_t, "--cache", str(tmp_path)]
+    assert cli.main(argv) == 0
+    out, err = capsys.readouterr()
+    assert Path(out.strip()).parent == tmp_path and "test-t: built in" in err
+    assert cli.main(argv) == 0
+    out2, err2 = capsys.readouterr()
+    assert out2 == out and "found in the cache" in err2
+    assert cli.main(["model", "grow", "--shape", "nope", "--cache", str(tmp_path)]) == 2
+    assert "ERROR unknown shape 'nope'" in capsys.readouterr().err

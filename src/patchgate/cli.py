@@ -83,6 +83,17 @@ def _parser() -> argparse.ArgumentParser:
                    "one sampling-params dict for the batch, as the gate sends it")
 
     sub.add_parser("profiles", help="list the built-in profiles")
+
+    mg = sub.add_parser("model", help="model folders: `model grow` builds a grown checkpoint")
+    grow = mg.add_subparsers(dest="model_command", required=True).add_parser(
+        "grow", help="grow a small MiniCPM, function-preserving, to a larger shape (bf16, "
+        "into the cache); prints the folder")
+    grow.add_argument("--shape", required=True, help="a shape of patchgate.grow.SHAPES "
+                      "(minicpm4-8b)")
+    grow.add_argument("--source", type=Path, default=root / "models" / "default",
+                      help="the small model folder (default: models/default)")
+    grow.add_argument("--cache", type=Path, help="folder of grown models (default: "
+                      "$PATCHGATE_CACHE, else ~/.cache/patchgate/grown)")
     return ap
 
 
@@ -104,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
             return _table(args)
         if args.command == "fidelity":
             return _fidelity(args)
+        if args.command == "model":
+            return _model_grow(args)
         from .gate import GuardOptions, Run, print_report, run_guard
 
         profile = get_profile(args.profile)
@@ -228,6 +241,16 @@ def _fidelity(args) -> int:
     print(tabulate([[r["name"], f"{1000 * r['gate_median_s']:.2f}",
                      f"{1000 * r['bench_median_s']:.2f}", f"{r['ratio']:.3f}"] for r in rows],
                    headers=["scenario", "gate ms", f"{args.bench} ms", "ratio"]))
+    return EXIT_ACCEPTED
+
+
+def _model_grow(args) -> int:
+    from .grow_build import ensure
+
+    done = ensure(args.source, args.shape, args.cache)
+    how = "built" if done.built else "found in the cache"
+    print(f"{args.shape}: {how} in {done.seconds:.1f} s", file=sys.stderr)
+    print(done.path)
     return EXIT_ACCEPTED
 
 

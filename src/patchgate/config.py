@@ -66,10 +66,18 @@ class Profile:
     eval_batch_size: int = 16
     thresholds: Thresholds = field(default_factory=Thresholds)
     seed: int = 0
+    # A shape of patchgate.grow.SHAPES: the engines load ``model`` grown to it, built
+    # into the cache on first use (patchgate.grow_build); None loads ``model`` itself.
+    grow: str | None = None
 
     def model_path(self, root: Path | None = None) -> Path:
         p = Path(self.model)
-        return p if p.is_absolute() else (root or repo_root()) / p
+        p = p if p.is_absolute() else (root or repo_root()) / p
+        if self.grow:
+            from .grow_build import build
+
+            return build(p, self.grow)
+        return p
 
     def with_overrides(self, **kw) -> Profile:
         return dataclasses.replace(self, **kw)
@@ -124,6 +132,20 @@ PROFILES: dict[str, Profile] = {
             engine_args={"load_format": "dummy"},
             rounds=5,
             guard="token_agreement",
+        ),
+        Profile(
+            name="h200-minicpm8b",
+            description="the default MiniCPM grown, function-preserving, to the MiniCPM4-8B "
+            "shape on one H200 (SGLang): 8B kernels, the default model's answers",
+            model="models/default",
+            grow="minicpm4-8b",
+            engine="sglang",
+            device="cuda",
+            dtype="bfloat16",
+            lengths=Lengths(prefill_input=2048, prefill_output=1, decode_input=128,
+                            decode_output=256),
+            rounds=5,  # GPU-bound steps: 5 rounds detect 0.1-4.3 % changes (8B shape, dummy)
+            eval_batch_size=64,
         ),
         Profile(
             name="target-template",
