@@ -278,3 +278,17 @@ def test_cli_prints_the_folder_and_whether_it_was_built(tmp_path, shape_t, capsy
     assert out2 == out and "found in the cache" in err2
     assert cli.main(["model", "grow", "--shape", "nope", "--cache", str(tmp_path)]) == 2
     assert "ERROR unknown shape 'nope'" in capsys.readouterr().err
+
+
+def test_the_workload_fingerprint_of_a_build_is_the_same_everywhere(tmp_path, shape_t):
+    from patchgate import workload
+
+    a = grow_build.build(SOURCE, shape_t, tmp_path / "a")
+    b = grow_build.build(SOURCE, shape_t, tmp_path / "b")
+    assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
+    assert workload.fingerprint(a, None) == workload.fingerprint(b, None)
+    changed = tmp_path / "changed"
+    shutil.copytree(SOURCE, changed)
+    (changed / "config.json").write_text((SOURCE / "config.json").read_text() + "\n")
+    c = grow_build.build(changed, shape_t, tmp_path / "a")
+    assert workload.fingerprint(c, None) != workload.fingerprint(a, None)

@@ -12,9 +12,10 @@ made of, the shape, the growth version, the dtype and the noise. ``<cache>`` is 
 ``cache_dir`` argument, else ``$PATCHGATE_CACHE``, else
 ``$XDG_CACHE_HOME/patchgate/grown`` (``~/.cache/patchgate/grown``). A build goes into
 ``.<name>.tmp-<host>-<pid>`` next to the target and becomes the target with one
-``os.replace``: a folder under the final name is always complete. A lock file makes a
-second process wait and then find the result; temp folders a killed build left on
-this host are removed by the next build of the same key and never read.
+``os.replace``: a folder under the final name is complete (one without its marker, or
+whose weights are shorter than recorded, is built again). A lock file makes a second
+process wait and then find the result; temp folders a killed build left on this host
+are removed by the next build of the same key and never read.
 """
 
 from __future__ import annotations

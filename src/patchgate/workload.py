@@ -12,6 +12,12 @@ Files over :data:`FULL_HASH_LIMIT` bytes, the weights of a real model, are hashe
 by size plus their first and last MiB, so a many-GB checkpoint costs milliseconds,
 not a minute, on every run. A model that is not a local folder (a hub id) is
 recorded by name.
+
+A grown model (``Profile.grow``) is fingerprinted as the folder the engines load, not
+as its source: that folder's ``grown.json`` (hashed in full) names the source files'
+sha256, the shape and the growth version, and the build is deterministic, so the
+same source grown on another machine gives the same fingerprint, while a new source,
+shape or growth rule gives another.
 """
 
 from __future__ import annotations
