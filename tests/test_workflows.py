@@ -128,7 +128,8 @@ def test_gpu_guard_runs_behind_the_protected_environment():
     assert guard["environment"] == "gpu"
     assert guard["permissions"] == {"contents": "read"}
     runs = " ".join(s.get("run", "") for s in guard["steps"])
-    assert "patchgate guard --profile h200-default --json verdict.json --markdown report.md" \
+    assert "patchgate model grow --shape minicpm4-8b" in runs
+    assert "patchgate guard --profile h200-minicpm8b --json verdict.json --markdown report.md" \
         in runs
     assert "secrets." not in re.sub(r"#.*", "", (WORKFLOWS / "gpu-guard.yml").read_text())
 

@@ -14,6 +14,8 @@
 #   bash docs/gpu-runs/gpu.sh pick NAME NNNN...        # those patches -> /tmp/pick/NAME
 #   bash docs/gpu-runs/gpu.sh guard PROFILE PATCHES NAME [guard args]   # /tmp/empty: none
 #   bash docs/gpu-runs/gpu.sh fidelity PROFILE NAME [one_batch|offline|offline_batch_params]
+#   bash docs/gpu-runs/gpu.sh grow [SHAPE]           # grow models/default (minicpm4-8b), timed
+#   bash docs/gpu-runs/gpu.sh compare NAME BASE      # latencies and accuracy of two verdicts
 #   bash docs/gpu-runs/gpu.sh pack                   # baselines + logs -> $OUT
 #
 # Verdicts, logs, baselines and the change log of the GPU profiles accumulate in
@@ -137,6 +139,30 @@ fidelity)
   python3 -m patchgate fidelity --profile "$profile" --verdict "/tmp/logs/$name.json" \
     --bench "$bench" --out "/tmp/logs/fidelity-$profile-$bench.json" 2>&1 \
     | tee "/tmp/logs/fidelity-$profile-$bench.log" | grep -v "^\[rank" | tail -n 30
+  ;;
+grow)
+  # the grown checkpoint into the user's cache ($PATCHGATE_CACHE moves it); prints
+  # whether it was built or found, the seconds taken, and the folder
+  python3 -m patchgate model grow --shape "${1:-minicpm4-8b}" 2>&1 | tee /tmp/logs/grow.log
+  du -sh "$(tail -n 1 /tmp/logs/grow.log)"
+  ;;
+compare)
+  # each scenario's median in verdict NAME over that in verdict BASE (same lease), and
+  # both reference accuracies
+  python3 - "/tmp/logs/$1.json" "/tmp/logs/$2.json" <<'EOF' | tee "/tmp/logs/compare-$1-$2.txt"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+base = {s["name"]: s["median_s"] for s in b["scenarios"]}
+worst = 0.0
+for s in a["scenarios"]:
+    r = s["median_s"] / base[s["name"]]
+    worst = max(worst, abs(r - 1))
+    print(f"{s['name']:12s} {1000 * s['median_s']:10.2f} ms {1000 * base[s['name']]:10.2f} ms"
+          f"  ratio {r:.3f}")
+print(f"largest latency difference {100 * worst:.1f} %")
+print(f"reference accuracy {a['accuracy']['reference']:.4f} vs {b['accuracy']['reference']:.4f}"
+      f" ({a['profile']} vs {b['profile']})")
+EOF
   ;;
 pack)
   tar -C / -czf "$OUT/gpu-results.tar.gz" tmp/bl tmp/logs
