@@ -5,7 +5,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from patchgate import badges, plot
+from patchgate import badges, history, plot
 from patchgate.baselines import BaselineStore, make_envelope
 from patchgate.cli import main
 from patchgate.errors import EXIT_ACCEPTED, EXIT_ERROR
@@ -116,7 +116,7 @@ CHANGES = [  # new patch, verdict, score, latency factor vs the reference
 
 
 def _history(root, changes=CHANGES):
-    path = root / PROFILE / plot.HISTORY
+    path = root / PROFILE / history.HISTORY
     path.parent.mkdir(parents=True, exist_ok=True)
     accepted, lines = [], []
     for name, verdict, score, factor in changes:
@@ -205,7 +205,7 @@ def test_plot_names_the_bad_history_line(tmp_path, capsys):
 
 
 def test_plot_refuses_another_history_version(tmp_path, capsys):
-    path = tmp_path / PROFILE / plot.HISTORY
+    path = tmp_path / PROFILE / history.HISTORY
     path.parent.mkdir()
     path.write_text(json.dumps({"schema_version": 2, "verdict": "accepted", "score": 1,
                                 "scenarios": {}}) + "\n")

@@ -97,13 +97,15 @@ def test_save_many_writes_all_or_nothing(tmp_path):
     reference = load_fixture("valid.json")
     current = dict(reference, role="current")
     store.save_many({"reference": reference, "current": current})
-    before = {role: store.path(role).read_bytes() for role in baselines.ROLES}
+    roles = ("reference", "current")
+    before = {role: store.path(role).read_bytes() for role in roles}
 
     new_reference = dict(reference, commit="f" * 40)
     bad_current = load_fixture("bad_samples.json") | {"role": "current"}
     with pytest.raises(PatchgateError, match="current.json"):
         store.save_many({"reference": new_reference, "current": bad_current})
-    assert {role: store.path(role).read_bytes() for role in baselines.ROLES} == before
+    assert {role: store.path(role).read_bytes() for role in roles} == before
+    assert not store.path("best").exists()
     assert sorted(p.name for p in store.path("current").parent.iterdir()) == [
         "current.json", "reference.json"]
 
@@ -164,7 +166,7 @@ def test_bad_profile_and_role(tmp_path):
     with pytest.raises(PatchgateError):
         BaselineStore(tmp_path, "../x")
     with pytest.raises(PatchgateError, match="role"):
-        BaselineStore(tmp_path, "default").path("best")
+        BaselineStore(tmp_path, "default").path("fastest")
 
 
 def test_git_commit(tmp_path):

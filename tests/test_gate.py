@@ -19,14 +19,14 @@ from pathlib import Path
 
 import pytest
 
+from patchgate import latency, planted
 from patchgate.cli import main
 from patchgate.config import Lengths, get_profile
-from patchgate.engines import load_engine
+from patchgate.configs import Configurations
 from patchgate.errors import PatchgateError
-from patchgate.gate import GuardOptions, Run, _confirm, run_guard
+from patchgate.gate import GuardOptions, Run, run_guard
 from patchgate.patches import discover
 from patchgate.scenarios import make_scenarios
-from patchgate.verdict import compare_scenarios
 
 pytestmark = pytest.mark.slow
 
@@ -70,6 +70,9 @@ def test_first_run_wrote_reference_and_current(reference_dir):
     ref = json.loads((reference_dir / "baselines/default/reference.json").read_text())
     cur = json.loads((reference_dir / "baselines/default/current.json").read_text())
     assert ref["schema_version"] == 1 and ref["patches"] == [] and cur["patches"] == []
+    # the first accepted state is also the fastest one so far
+    best = json.loads((reference_dir / "baselines/default/best.json").read_text())
+    assert best["role"] == "best" and best["patches"] == []
     assert set(ref["scenarios"]) == {f"{p}_b{b}" for p in ("prefill", "decode")
                                      for b in (1, 8, 64)}
     assert all(len(s["samples_s"]) == PROFILE.rounds for s in ref["scenarios"].values())
@@ -98,7 +101,8 @@ def test_neutral_patch_is_accepted(work):
     assert v["accuracy"]["reference_source"].startswith("loaded from")
     assert v["C"] == 1.0
     doc = json.loads((work / "v.json").read_text())
-    assert doc["verdict"] == "accepted" and doc["schema_version"] == 1
+    assert doc["verdict"] == "accepted" and doc["schema_version"] == 2
+    assert {r["outcome"] for r in doc["scenarios"]} <= {"equivalent", "undecided", "faster"}
     assert set(doc["S"]) == {"1", "8", "inf"}
     assert {r["phase"] for r in doc["scenarios"]} == {"prefill", "decode"}
     assert doc["patches"]["candidate"][0]["name"] == "0001-silu-module.py"
@@ -117,7 +121,8 @@ def test_slow_decode_is_rejected(work):
     assert any("decode_b1" in reason and "slower" in reason for reason in v["reasons"])
     # each slowdown was measured again in fresh engine processes before it counted
     row = next(r for r in v["scenarios"] if r["name"] == "decode_b1")
-    assert row["confirmation"]["regressed"] and row["confirmation"]["ratio"] > 1.05
+    assert row["confirmation"]["outcome"] == "slower" and row["confirmation"]["ratio"] > 1.05
+    assert row["outcome"] == "slower" and row["mark"] == "+"
     assert any("again in fresh engine processes" in reason for reason in v["reasons"])
     assert v["accuracy"]["ratio"] == 1.0
     assert snapshot(work) == before  # --accept on a rejected change writes nothing
@@ -136,40 +141,41 @@ def test_accuracy_breaking_patch_is_rejected_and_recorded(work):
 
 
 def test_a_slowdown_that_fresh_processes_do_not_repeat_is_not_counted():
-    """The confirmation step on real engines: a first measurement that says
-    prefill_b64 is 30 % slower (as a slow process would), then fresh processes of a
-    neutral patch and the unpatched model, which cannot confirm it."""
-    prof = PROFILE.with_overrides(rounds=4)
+    """The confirmation on real engines: a first look that says prefill_b64 is 30 %
+    slower (as a slow process would), then fresh processes of a neutral patch and the
+    unpatched model, which cannot confirm it."""
+    prof = PROFILE.with_overrides(rounds=8, max_looks=1)
     scenarios = make_scenarios(prof)
     same = {s.name: [1.0 + 0.001 * i for i in range(8)] for s in scenarios}
-    slow = same | {"prefill_b64": [1.3 + 0.001 * i for i in range(8)]}
-    rows = compare_scenarios(scenarios, slow, same, same, prof)
-    assert [r["name"] for r in rows if r["regressed"]] == ["prefill_b64"]
-    engines: dict = {}
-    starts = []
+    slow = same | {"prefill_b64": [1.3 + 0.002 * i for i in range(8)]}
+    result = latency.judged({"candidate": slow, "current": same, "reference": same},
+                            scenarios, prof)
+    assert [n for n, d in result.decisions["current"].items() if d.outcome == "slower"] == \
+        ["prefill_b64"]
+    lines = []
+    sets = {"candidate": discover(GATE / "neutral"), "current": [], "reference": []}
+    with Configurations(prof, sets) as configs:
+        latency._confirm(configs, prof, result, ["current"], Run(opts(Path("."), GATE)).progress,
+                         lines.append)
+        assert configs.starts == 1  # fresh processes, started once
+    assert result.final("current", "prefill_b64") == "unconfirmed"
+    assert set(result.confirm_samples["candidate"]) == {"prefill_b64"}
+    assert len(result.confirm_samples["candidate"]["prefill_b64"]) == 8
+    assert result.confirmation["current"]["prefill_b64"].outcome != "slower"
+    assert any("fresh engine processes" in line for line in lines)
 
-    def restart():
-        starts.append(1)
-        engines["k1"] = load_engine(prof, discover(GATE / "neutral"), "candidate")
-        engines["k0"] = load_engine(prof, [], "current")
-        for e in engines.values():
-            e.ready()
-        return engines
 
-    run = Run(opts(Path("."), GATE / "neutral"))
-    try:
-        _confirm(run, prof, scenarios, rows, {"candidate": "k1", "current": "k0",
-                                              "reference": "k0"},
-                 {"k1": "candidate", "k0": "current+reference"}, restart)
-    finally:
-        for e in engines.values():
-            e.close()
-    assert starts == [1]
-    row = next(r for r in rows if r["name"] == "prefill_b64")
-    assert not row["regressed"] and row["mark"] == "~"
-    assert row["confirmation"]["rounds"] == 4 and not row["confirmation"]["regressed"]
-    assert any("not confirmed" in n and "prefill_b64" in n for n in run.notes)
-    assert all("confirmation" not in r for r in rows if r["name"] != "prefill_b64")
+def test_a_planted_ten_percent_slowdown_of_every_pass_is_rejected(work, tmp_path):
+    """The slowdown that the old gate accepted 4 times out of 4: every forward pass
+    busy-waits for 10 % of its own time. No scenario alone needs to be convincing: the
+    pooled score is."""
+    folder = planted.slowdown(tmp_path / "slow10", 0.10, "transformers")
+    v = run_guard(opts(work, folder))
+    assert v["verdict"] == "rejected", v["latency"]
+    assert v["latency"]["score"]["outcome"] == "slower"
+    assert v["latency"]["score"]["confirmation"]["outcome"] == "slower"
+    assert 1.05 < v["latency"]["score"]["ratio"] < 1.2
+    assert v["reasons"][0].startswith("the score is ")
 
 
 def test_token_agreement_guard_through_the_gate(work):

@@ -28,28 +28,35 @@ def _check_golden(actual: str, name: str) -> None:
         f"{path} differs; if the change is intended: UPDATE_GOLDEN=1 pytest {__file__}")
 
 
-@pytest.mark.parametrize(("fmt", "golden"), [("markdown", "report.md"), ("text", "report.txt")])
-def test_report_matches_golden(tmp_path, fmt, golden):
+@pytest.mark.parametrize(("verdict", "fmt", "golden"), [
+    ("verdict.json", "markdown", "report.md"), ("verdict.json", "text", "report.txt"),
+    # a schema-1 verdict (before outcomes and the pooled score) still renders
+    ("verdict_v1.json", "markdown", "report_v1.md"), ("verdict_v1.json", "text", "report_v1.txt"),
+])
+def test_report_matches_golden(tmp_path, verdict, fmt, golden):
     out = tmp_path / golden
-    assert main(["report", str(VERDICT), "--format", fmt, "--output", str(out)]) == EXIT_ACCEPTED
+    assert main(["report", str(GOLDEN / verdict), "--format", fmt, "--output", str(out)]) \
+        == EXIT_ACCEPTED
     _check_golden(out.read_text(encoding="utf-8"), golden)
 
 
 def test_markdown_carries_the_comment_marker_and_the_decision():
     text = (GOLDEN / "report.md").read_text(encoding="utf-8")
     assert text.startswith("<!-- patchgate-report -->\n")
-    assert "## ❌ patchgate: rejected (h200-default)" in text
-    assert "**score 110.9**" in text
-    assert "| decode_b64  | 64x128->256 | 3912.07 ms  | 3805.44 ms | 4108.21 ms | 1.080   | +" \
-        in text
+    assert "## ❌ patchgate: rejected (default)" in text
+    assert "**score 72.4**" in text
+    assert "| decode_b1   | 1x8->12   | 17.67 ms    | 14.84 ms   | 55.51 ms  | 3.679   | " \
+        "2.993-4.063 | + slower     |" in text
+    assert "- score vs the current baseline: -37.7 %" in text
 
 
 def test_report_to_stdout(capsys):
     assert main(["report", str(VERDICT), "--format", "text"]) == EXIT_ACCEPTED
     out = capsys.readouterr().out
     assert out == (GOLDEN / "report.txt").read_text(encoding="utf-8") + "\n"
-    assert out.rstrip().splitlines()[-2] == \
-        "REJECTED  score 110.9  (S1 117.3, S8 114.1, Sinf 99.3, C 1.00)"
+    assert "REJECTED  score 72.4  (S1 63.3, S8 69.0, Sinf 88.1, C 1.00)" in out.splitlines()
+    assert out.rstrip().splitlines()[-5] == \
+        "REJECTED  score 72.4  (S1 63.3, S8 69.0, Sinf 88.1, C 1.00)"
 
 
 def test_error_verdict_renders_without_numbers():

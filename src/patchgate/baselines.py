@@ -1,11 +1,14 @@
 """Stored results: the versioned JSON envelope, its validation, and the baseline store.
 
-``baselines/<profile>/`` holds two results: ``reference.json`` (the unpatched model)
-and ``current.json`` (the last accepted state). Each is an envelope::
+``baselines/<profile>/`` holds up to three results: ``reference.json`` (the unpatched
+model), ``current.json`` (the last accepted state) and ``best.json`` (the fastest
+accepted state, when the gate has seen one), beside the history of logged changes
+(``history.jsonl``, :mod:`patchgate.history`) and the measured error rates
+(``calibration.json``, :mod:`patchgate.calibration`). Each result is an envelope::
 
     schema_version  1                       (SCHEMA_VERSION; other versions are refused)
     kind            "patchgate.result"      (KIND)
-    profile, role   "default", "reference" | "current"
+    profile, role   "default", "reference" | "current" | "best"
     created         ISO-8601 UTC time
     commit          git commit of the repo, or null
     environment     environment.fingerprint(...)
@@ -31,13 +34,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NoReturn
 
-from patchgate import storage
+from patchgate import history, storage
 from patchgate.environment import same_environment
 from patchgate.errors import PatchgateError
 
 SCHEMA_VERSION = 1
 KIND = "patchgate.result"
-ROLES = ("reference", "current")
+ROLES = ("reference", "current", "best")
 PHASES = ("prefill", "decode")
 _Fail = Callable[[str, str], NoReturn]
 _REQUIRED = ("schema_version", "kind", "profile", "role", "created", "commit", "environment",
@@ -55,11 +58,19 @@ class BaselineStore:
         self.profile = profile
 
     def path(self, role: str) -> Path:
-        """Where the result of ``role`` ("reference" or "current") is stored."""
+        """Where the result of ``role`` ("reference", "current" or "best") is stored."""
         if role not in ROLES:
             raise PatchgateError(f"unknown baseline role {role!r}",
                                  f"use one of: {', '.join(ROLES)}")
         return self.root / self.profile / f"{role}.json"
+
+    def history_path(self) -> Path:
+        """Where the logged changes of this profile are appended."""
+        return self.root / self.profile / history.HISTORY
+
+    def history(self) -> list[dict]:
+        """The logged changes of this profile (``[]`` if none); errors name the line."""
+        return history.read(self.history_path())
 
     def _recreate_hint(self, path: Path) -> str:
         return (f"delete {path} and re-create it with "

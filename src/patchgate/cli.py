@@ -82,6 +82,19 @@ def _parser() -> argparse.ArgumentParser:
                    "serving path the gate times); offline_batch_params: the same with "
                    "one sampling-params dict for the batch, as the gate sends it")
 
+    c = sub.add_parser("calibrate", help="measure the gate's latency error rates on this "
+                       "machine: A/A runs and planted slowdowns")
+    c.add_argument("--profile", default="default", help="profile name (see `patchgate profiles`)")
+    c.add_argument("--runs", type=int, default=20, help="runs of each kind (default: 20)")
+    c.add_argument("--slowdowns", default="0.02,0.05,0.1",
+                   help="planted slowdowns, comma-separated fractions (default: 0.02,0.05,0.1)")
+    c.add_argument("--baselines", type=Path, default=root / "baselines",
+                   help="folder of stored results; the result goes to "
+                   "<baselines>/<profile>/calibration.json")
+    c.add_argument("--out", type=Path, help="write the calibration here instead")
+    c.add_argument("--rounds", type=int, help="timed rounds per look (profile default)")
+    c.add_argument("--quiet", action="store_true", help="no progress bars")
+
     sub.add_parser("profiles", help="list the built-in profiles")
 
     mg = sub.add_parser("model", help="model folders: `model grow` builds a grown checkpoint")
@@ -115,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
             return _table(args)
         if args.command == "fidelity":
             return _fidelity(args)
+        if args.command == "calibrate":
+            return _calibrate(args)
         if args.command == "model":
             return _model_grow(args)
         from .gate import GuardOptions, Run, print_report, run_guard
@@ -251,6 +266,32 @@ def _model_grow(args) -> int:
     how = "built" if done.built else "found in the cache"
     print(f"{args.shape}: {how} in {done.seconds:.1f} s", file=sys.stderr)
     print(done.path)
+    return EXIT_ACCEPTED
+
+
+def _calibrate(args) -> int:
+    from .calibration import calibrate, render
+    from .gate import GuardOptions, Run
+
+    profile = get_profile(args.profile)
+    if args.rounds is not None:
+        if args.rounds < 2:
+            raise PatchgateError("--rounds must be at least 2", hint="use 5 or more")
+        profile = profile.with_overrides(rounds=args.rounds)
+    try:
+        slowdowns = [float(x) for x in args.slowdowns.split(",") if x.strip()]
+    except ValueError:
+        raise PatchgateError(f"--slowdowns {args.slowdowns!r}: not comma-separated numbers",
+                             hint="e.g. --slowdowns 0.02,0.05,0.1") from None
+    run = Run(GuardOptions(profile=profile, patches_dir=Path("."), baselines_dir=args.baselines,
+                           changelog=Path("."), quiet=args.quiet))
+    kinds = 1 + len(slowdowns)
+    run.say(f"[patchgate] calibrating {profile.name}: {args.runs} runs x {kinds} kinds "
+            "(A/A and planted slowdowns), each the latency phase of a gate run; nothing is "
+            "written until the end")
+    doc = calibrate(profile, args.baselines, args.runs, slowdowns, run.progress,
+                    lambda s: print(s, file=sys.stderr, flush=True), args.out)
+    print(render(doc))
     return EXIT_ACCEPTED
 
 

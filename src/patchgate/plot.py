@@ -14,18 +14,20 @@ the gate with ``--accept`` / ``--record``) and draws two panels over the changes
 The first point is the reference (score 100, every ratio 1.0). Without a history,
 ``current.json``'s ``extra`` (if any) is the one change shown. ``--verdict`` adds a
 verdict JSON (e.g. a pull request's run) as the last point, marked "this change".
+Where the score of the accepted states shifted (E-divisive over the history,
+:func:`patchgate.history.change_points`), a dotted line marks the first change after
+the shift in both panels.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import history as hist
 from .baselines import BaselineStore
 from .errors import PatchgateError
-from .gate import HISTORY, HISTORY_SCHEMA_VERSION
 
 SCENARIO_ORDER = ("prefill_b1", "prefill_b8", "prefill_b64", "decode_b1", "decode_b8",
                   "decode_b64")
@@ -77,31 +79,15 @@ def point_from(record: dict, verdict: str | None = None, label: str | None = Non
 
 
 def read_history(path: Path) -> list[dict]:
-    """The records of a history file; ``[]`` if there is none. Errors name the line."""
-    if not path.exists():
-        return []
-    hint = f"fix or delete the line in {path} (the gate appends one per logged change)"
-    records = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise PatchgateError(f"{path}:{n}: not valid JSON ({e.msg})", hint) from None
-        if not isinstance(rec, dict):
-            raise PatchgateError(f"{path}:{n}: expected a JSON object", hint)
-        if rec.get("schema_version") != HISTORY_SCHEMA_VERSION:
-            raise PatchgateError(
-                f"{path}:{n}: schema_version {rec.get('schema_version')!r}, this patchgate "
-                f"reads {HISTORY_SCHEMA_VERSION}", "upgrade patchgate or " + hint)
-        for key in ("verdict", "score", "scenarios"):
-            if key not in rec:
-                raise PatchgateError(f"{path}:{n}: {key!r} missing", hint)
-        if not _finite(rec["score"]):
-            raise PatchgateError(f"{path}:{n}: score {rec['score']!r} is not a number", hint)
-        records.append(rec)
-    return records
+    """The records of a history file (:func:`patchgate.history.read`)."""
+    return hist.read(path)
+
+
+def drift_marks(history: list[dict]) -> list[int]:
+    """Point indices (the reference is 0) where a change point in the accepted score
+    begins."""
+    kept = [i for i, r in enumerate(history) if r in hist.kept(history)]
+    return [1 + kept[cp["index"]] for cp in hist.change_points(history)]
 
 
 def trend_points(history: list[dict], current: dict | None = None,
@@ -128,9 +114,10 @@ def trend_points(history: list[dict], current: dict | None = None,
     return points
 
 
-def draw(points: list[Point], outputs: list[Path], title: str) -> None:
+def draw(points: list[Point], outputs: list[Path], title: str,
+         drift: list[int] | None = None) -> None:
     """Two panels (score; latency relative to the reference) into each output file
-    (PNG or SVG, by suffix)."""
+    (PNG or SVG, by suffix); ``drift``: point indices where a shift begins."""
     for out in outputs:
         if Path(out).suffix.lower() not in (".png", ".svg"):
             raise PatchgateError(f"{out}: unsupported plot format",
@@ -144,6 +131,10 @@ def draw(points: list[Point], outputs: list[Path], title: str) -> None:
                                       height_ratios=(1, 1.15), layout="constrained")
     try:
         fig.suptitle(title, fontsize=13)
+        for i, at in enumerate(drift or []):
+            for ax in (top, bottom):
+                ax.axvline(at - 0.5, color="tab:orange", linestyle=":", linewidth=1.5,
+                           label="drift (E-divisive)" if ax is top and i == 0 else None)
         _score_panel(top, points)
         _latency_panel(bottom, points)
         x, labels = tick_labels(points)
@@ -250,18 +241,18 @@ def write_plot(baselines_dir: Path, profile: str, outputs: list[Path],
                verdict: dict | None = None) -> list[Path]:
     """Read the profile's history (and current.json) and draw the trend."""
     store = BaselineStore(baselines_dir, profile)
-    history = read_history(Path(baselines_dir) / profile / HISTORY)
+    history = store.history()
     current = reference = None
     if not history:
         current, reference = store.load("current"), store.load("reference")
     points = trend_points(history, current, reference, verdict)
     if len(points) < 2:
         raise PatchgateError(
-            f"nothing to plot for profile {profile}: no {HISTORY} and no accepted "
+            f"nothing to plot for profile {profile}: no {hist.HISTORY} and no accepted "
             f"current.json under {Path(baselines_dir) / profile}",
             f"accept a change first (`patchgate guard --profile {profile} --accept`) "
             "or pass --verdict")
-    draw(points, outputs, f"patchgate trend: {profile}")
+    draw(points, outputs, f"patchgate trend: {profile}", drift_marks(history))
     return outputs
 
 

@@ -1,28 +1,84 @@
 """Rendering of a verdict dict: terminal text and markdown (job summary / PR comment).
 
-Pure functions: a verdict dict in, a string out. Marks follow asv: ``+`` slower,
-``-`` faster (both significant and beyond the threshold), ``~`` beyond the
-threshold but not significant, blank otherwise.
+Pure functions: a verdict dict in, a string out. Each scenario's outcome is written
+out and marked: ``+`` slower, ``-`` faster (significant and beyond the threshold,
+and again in fresh processes), ``=`` equivalent (within the threshold either way),
+``~`` undecided (this run could not tell). Verdicts of schema 1 (before outcomes)
+render with their marks.
 """
 
 from __future__ import annotations
 
+import math
+
 from tabulate import tabulate
 
-HEADERS = ["scenario", "in->out", "reference", "baseline", "new", "ratio", "", "p", "detectable"]
+HEADERS = ["scenario", "in->out", "reference", "baseline", "new", "ratio", "CI", "outcome",
+           "p", "detectable"]
+LEGEND = ("`+` slower, `-` faster (significant after Holm, beyond the threshold, and again "
+          "in fresh processes), `=` equivalent (the CI lies within the threshold), `~` "
+          "undecided. Ratio: candidate / baseline, paired by round (Hodges-Lehmann).")
 
 
 def _ms(x: float | None) -> str:
     return "-" if x is None else f"{1000 * x:.2f} ms" if x < 10 else f"{x:.2f} s"
 
 
+def _outcome(r: dict) -> str:
+    mark = r["mark"].strip() or " "
+    return f"{mark} {r['outcome']}" if r.get("outcome") else mark
+
+
+def _ci(r: dict) -> str:
+    lo, hi = r.get("ci_low"), r.get("ci_high")
+    if lo is None or hi is None:
+        return "-"
+    return f"{lo:.3f}-{hi:.3f}" if math.isfinite(hi) else f">{lo:.3f}"
+
+
 def scenario_rows(verdict: dict) -> list[list[str]]:
     return [[
         r["name"], f"{r['batch_size']}x{r['input_len']}->{r['output_len']}",
         _ms(r["reference_median_s"]), _ms(r["baseline_median_s"]), _ms(r["median_s"]),
-        f"{r['ratio']:.3f}", r["mark"].strip() or " ", f"{r['p_value']:.2g}",
+        f"{r['ratio']:.3f}", _ci(r), _outcome(r), f"{r['p_value']:.2g}",
         f"{100 * r['detectable']:.1f} %",
     ] for r in verdict["scenarios"]]
+
+
+def latency_lines(verdict: dict) -> list[str]:
+    """The pooled score change, the check against the fastest accepted state, the
+    looks and the measured error rates (schema 2 verdicts)."""
+    block = verdict.get("latency")
+    if not block:
+        return []
+    out = []
+    for key, what in (("score", "current baseline"), ("best", "fastest accepted state")):
+        p = block.get(key)
+        if not p:
+            continue
+        again = ""
+        if p.get("confirmation"):
+            c = p["confirmation"]
+            again = f"; in fresh processes {100 * (c['ratio'] - 1):+.1f} % ({c['outcome']})"
+        out.append(
+            f"score vs the {what}: {100 * p['score_change']:+.1f} % (the six scenarios "
+            f"together {100 * (p['ratio'] - 1):+.1f} %, CI {_ci(p)}, p={p['p_value']:.2g}): "
+            f"{p['outcome']}{again}")
+    out.append(
+        f"threshold {100 * block['threshold']:g} %, alpha {block['alpha']:g} over "
+        f"{block['max_looks']} look(s) (each at {block['alpha_look']:.3g}, Holm over the "
+        f"scenarios and the score); looks taken: {block['looks']}"
+        + (f", {block['confirm_looks']} in fresh processes" if block.get("confirm_looks")
+           else ""))
+    cal = verdict.get("calibration")
+    if cal:
+        out.append(f"measured on this runner ({(cal.get('created') or '')[:10]}): "
+                   f"{cal['text']}")
+    for cp in (verdict.get("history") or {}).get("change_points", []):
+        out.append(f"drift in the history: the accepted score moved from {cp['before']:.1f} "
+                   f"to {cp['after']:.1f} at {', '.join(cp['patches']) or 'a re-run'} "
+                   f"({(cp.get('date') or '')[:10]}, E-divisive p={cp['p_value']:.2g})")
+    return out
 
 
 def accuracy_lines(verdict: dict) -> list[str]:
@@ -61,6 +117,7 @@ def render_terminal(verdict: dict) -> str:
         out.append(tabulate(scenario_rows(verdict), headers=HEADERS, tablefmt="simple",
                             disable_numparse=True))
         out.append("")
+    out += latency_lines(verdict)
     out += accuracy_lines(verdict)
     if task_rows(verdict):
         out.append(tabulate(task_rows(verdict),
@@ -89,8 +146,9 @@ def render_markdown(verdict: dict) -> str:
     if verdict["scenarios"]:
         out.append(tabulate(scenario_rows(verdict), headers=HEADERS, tablefmt="github",
                             disable_numparse=True))
-        out += ["", "`+` slower, `-` faster (significant, beyond the threshold), "
-                "`~` beyond the threshold but not significant.", ""]
+        out += ["", LEGEND, ""]
+        out += [f"- {line}" for line in latency_lines(verdict)]
+        out.append("")
     if verdict["accuracy"]:
         out += [f"- {line}" for line in accuracy_lines(verdict)] + [""]
         out.append(tabulate(task_rows(verdict),

@@ -1,70 +1,182 @@
-"""Checks and score: measurements in, a verdict dict out (no I/O, no printing).
+"""Checks and score: measurements in, the verdict document out (no I/O, no printing).
 
 - accuracy: candidate vs the reference (the unpatched model), paired on items;
   rejected below ``thresholds.accuracy_reject`` (0.99) of the reference;
-- latency: candidate vs the current baseline (the accepted patches), per scenario;
-  rejected where a scenario is slower by more than ``thresholds.latency`` AND the
-  difference is significant (:func:`patchgate.stats.compare_latency`) at
-  ``alpha / number of scenarios`` (Bonferroni: six tests per verdict);
+- latency: candidate vs the current baseline, from paired rounds
+  (:mod:`patchgate.latency`, :mod:`patchgate.decide`): rejected if a scenario or the
+  pooled score is *slower* (significant after Holm AND beyond ``thresholds.latency``)
+  in the first engine processes and again in fresh ones; also rejected if the score
+  is slower than the fastest accepted state's (``best``), so a chain of small
+  slowdowns cannot pass one by one;
 - score: S1, S8, Sinf = 100 x geometric mean over {prefill, decode} of
   reference time / candidate time at batch 1, 8 and the largest batch;
   score = (0.4 S1 + 0.3 S8 + 0.3 Sinf) x C.
 
-The verdict dict is what ``--json`` writes (``VERDICT_SCHEMA_VERSION``) and what
-the reports render.
+The document (:class:`Verdict`) is what ``--json`` writes (``VERDICT_SCHEMA_VERSION``)
+and what the reports render. It is built once, by :func:`build`.
 """
 
 from __future__ import annotations
 
-from . import stats
+from typing import TypedDict
+
+from . import decide, stats
 from .config import Profile
-from .scenarios import Scenario
+from .latency import LatencyResult
 
-VERDICT_SCHEMA_VERSION = 1
-
-
-def compare_scenarios(scenarios: list[Scenario], candidate: dict[str, list[float]],
-                      baseline: dict[str, list[float]], reference: dict[str, list[float]],
-                      profile: Profile, looks: dict[str, int] | None = None) -> list[dict]:
-    """One row per scenario. ``looks``: how many times a scenario's samples were
-    tested (more rounds were measured after an inconclusive look)."""
-    th = profile.thresholds
-    rows = []
-    for s in scenarios:
-        # Six scenarios are six tests, and a scenario measured again after an
-        # inconclusive look was tested more than once: Bonferroni over both keeps the
-        # chance that a change with no effect is rejected for noise at about alpha.
-        n_looks = (looks or {}).get(s.name, 1)
-        alpha = th.alpha / (len(scenarios) * n_looks)
-        c, b, r = candidate[s.name], baseline[s.name], reference[s.name]
-        cmp = stats.compare_latency(c, b, threshold=th.latency, alpha=alpha,
-                                    confidence=1 - alpha, seed=profile.seed)
-        rows.append(s.record() | {
-            "median_s": stats.median(c),
-            "baseline_median_s": stats.median(b),
-            "reference_median_s": stats.median(r),
-            "ratio": cmp.ratio,
-            "ci_low": cmp.ci_low,
-            "ci_high": cmp.ci_high,
-            "p_value": cmp.p_value,
-            "significant": cmp.significant,
-            "regressed": cmp.regressed,
-            "improved": cmp.improved,
-            "mark": cmp.mark,
-            "detectable": cmp.detectable,
-            "rounds": len(c),
-            "looks": n_looks,
-            "alpha": alpha,
-        })
-    return rows
+VERDICT_SCHEMA_VERSION = 2
+MARKS = {stats.SLOWER: "+", stats.FASTER: "-", stats.EQUIVALENT: "=", stats.UNDECIDED: "~"}
 
 
-def inconclusive_slowdowns(rows: list[dict]) -> list[str]:
-    """Scenarios slower than the threshold without significance: worth more rounds."""
-    return [r["name"] for r in rows if r["mark"] == "~" and r["ratio"] > 1]
+class Confirmation(TypedDict):
+    """An item found slower, measured again in fresh engine processes."""
+
+    ratio: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    outcome: str
+    rounds: int
 
 
-def speed_scores(rows: list[dict], batch_sizes: tuple[int, ...]) -> dict[str, float]:
+class Row(TypedDict, total=False):
+    """One scenario. ``ratio`` (candidate / current, > 1 slower) is the Hodges-Lehmann
+    estimate from paired rounds, with its ``ci_low``..``ci_high`` interval at level
+    1 - 2 ``alpha``; ``p_value`` is the one-sided signed-rank p for "slower".
+    ``outcome``: slower | faster | equivalent | undecided (the final one: a slowdown
+    that fresh processes do not repeat is undecided). ``detectable``: the smallest
+    change this row could have detected."""
+
+    name: str
+    phase: str
+    batch_size: int
+    input_len: int
+    output_len: int
+    median_s: float
+    baseline_median_s: float
+    reference_median_s: float
+    ratio: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    alpha: float
+    outcome: str
+    mark: str
+    regressed: bool
+    improved: bool
+    detectable: float
+    rounds: int
+    looks: int
+    confirmation: Confirmation | None
+
+
+class Pooled(TypedDict):
+    """The score item: per round, the score-weighted mean of the six log ratios.
+    ``score_change`` = 1 / ratio - 1 (-0.08: the score drops by 8 %)."""
+
+    against: str
+    ratio: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    outcome: str
+    score_change: float
+    detectable: float
+    rounds: int
+    confirmation: Confirmation | None
+
+
+class Latency(TypedDict):
+    """How latency was decided: the threshold, alpha and its split, the looks."""
+
+    threshold: float
+    alpha: float
+    alpha_look: float
+    max_looks: int
+    looks: int
+    confirm_looks: int
+    pairing: str
+    weights: dict[str, float]
+    score: Pooled
+    best: Pooled | None
+
+
+class Verdict(TypedDict, total=False):
+    """The verdict document. ``verdict``: accepted | rejected | error; ``reasons``:
+    one sentence per failed check; ``scenarios``: :class:`Row` s; ``latency``:
+    :class:`Latency`; ``accuracy``: see :func:`accuracy_block`. The gate adds
+    ``profile``, ``patches``, ``new_patches``, ``environment``, ``workload``,
+    ``measured``, ``notes``, ``history`` (change points), ``calibration`` (measured
+    error rates) and ``timings_s``."""
+
+    schema_version: int
+    verdict: str
+    reasons: list[str]
+    score: float | None
+    S: dict[str, float] | None
+    C: float | None
+    accuracy: dict | None
+    scenarios: list[Row]
+    latency: Latency
+
+
+def _confirmation(lat: LatencyResult, comp: str, item: str) -> Confirmation | None:
+    d = lat.confirmation.get(comp, {}).get(item)
+    if d is None:
+        return None
+    c = d.comparison
+    return {"ratio": c.ratio, "ci_low": c.ci_low, "ci_high": c.ci_high,
+            "p_value": c.p_slower, "outcome": d.outcome, "rounds": c.n}
+
+
+def _final(lat: LatencyResult, comp: str, item: str) -> str:
+    out = lat.final(comp, item)
+    return stats.UNDECIDED if out == "unconfirmed" else out
+
+
+def rows(lat: LatencyResult) -> list[Row]:
+    """One :class:`Row` per scenario, candidate vs the current baseline."""
+    out: list[Row] = []
+    for s in lat.scenarios:
+        d = lat.decisions["current"][s.name]
+        c = d.comparison
+        final = _final(lat, "current", s.name)
+        cand = lat.samples["candidate"][s.name]
+        out.append(s.record() | {
+            "median_s": stats.median(cand),
+            "baseline_median_s": stats.median(lat.samples["current"][s.name]),
+            "reference_median_s": stats.median(lat.samples["reference"][s.name]),
+            "ratio": c.ratio, "ci_low": c.ci_low, "ci_high": c.ci_high,
+            "p_value": c.p_slower, "alpha": d.alpha, "outcome": final,
+            "mark": MARKS[final], "regressed": final == stats.SLOWER,
+            "improved": final == stats.FASTER, "detectable": c.detectable,
+            "rounds": len(cand), "looks": d.look,
+            "confirmation": _confirmation(lat, "current", s.name)})
+    return out
+
+
+def pooled(lat: LatencyResult, comp: str) -> Pooled | None:
+    """The score item against ``comp`` ("current" or "best"); None if not compared."""
+    d = lat.decisions.get(comp, {}).get(decide.SCORE)
+    if d is None:
+        return None
+    c = d.comparison
+    return {"against": comp, "ratio": c.ratio, "ci_low": c.ci_low, "ci_high": c.ci_high,
+            "p_value": c.p_slower, "outcome": _final(lat, comp, decide.SCORE),
+            "score_change": 1 / c.ratio - 1, "detectable": c.detectable, "rounds": c.n,
+            "confirmation": _confirmation(lat, comp, decide.SCORE)}
+
+
+def latency_block(lat: LatencyResult, profile: Profile) -> Latency:
+    score = pooled(lat, "current")
+    assert score is not None
+    return {"threshold": profile.thresholds.latency, "alpha": profile.thresholds.alpha,
+            "alpha_look": lat.alpha_look, "max_looks": lat.max_looks, "looks": lat.looks,
+            "confirm_looks": lat.confirm_looks, "pairing": "by round",
+            "weights": lat.weights, "score": score, "best": pooled(lat, "best")}
+
+
+def speed_scores(rows: list[Row], batch_sizes: tuple[int, ...]) -> dict[str, float]:
     """S per batch size: keys "1", "8", "inf" (the largest batch stands for unlimited)."""
     out = {}
     for b, key in zip(batch_sizes, ("1", "8", "inf"), strict=False):
@@ -104,16 +216,51 @@ def task_notes(accuracy: dict, limit: float) -> list[str]:
             for t, v in sorted(accuracy.get("per_task", {}).items()) if v["ratio"] < limit]
 
 
-def _confirmed(row: dict) -> str:
-    c = row.get("confirmation")
+def _again(c: Confirmation | None) -> str:
     if not c:
         return ""
-    return (f"; again in fresh engine processes: {100 * (c['ratio'] - 1):.1f} % slower, "
+    return (f"; again in fresh engine processes: {100 * (c['ratio'] - 1):+.1f} %, "
             f"p={c['p_value']:.2g}")
 
 
-def decide(profile: Profile, rows: list[dict], accuracy: dict, *, compared_with: str
-           ) -> dict:
+def _pct(x: float) -> str:
+    return f"{100 * (x - 1):+.1f} %"
+
+
+def latency_reasons(scenario_rows: list[Row], block: Latency, compared_with: str
+                    ) -> list[str]:
+    """One sentence per latency check that failed."""
+    th = block["threshold"]
+    out = []
+    score = block["score"]
+    if score["outcome"] == stats.SLOWER:
+        out.append(
+            f"the score is {-100 * score['score_change']:.1f} % lower than the "
+            f"{compared_with}'s: the six scenarios together are {_pct(score['ratio'])} "
+            f"slower (score-weighted, paired by round; {100 * (1 - 2 * block['alpha_look']):.1f}"
+            f" % CI {score['ci_low']:.3f}-{score['ci_high']:.3f}, p={score['p_value']:.2g})"
+            f", beyond the {100 * th:g} % threshold{_again(score['confirmation'])}")
+    for r in scenario_rows:
+        if r["regressed"]:
+            out.append(
+                f"{r['name']} is {100 * (r['ratio'] - 1):.1f} % slower than the "
+                f"{compared_with} ({1000 * r['median_s']:.2f} ms vs "
+                f"{1000 * r['baseline_median_s']:.2f} ms, p={r['p_value']:.2g}, "
+                f"{100 * (1 - 2 * r['alpha']):.1f} % CI of the ratio "
+                f"{r['ci_low']:.3f}-{r['ci_high']:.3f}), beyond the {100 * th:g} % "
+                f"threshold{_again(r['confirmation'])}")
+    best = block["best"]
+    if best and best["outcome"] == stats.SLOWER:
+        out.append(
+            f"the score is {-100 * best['score_change']:.1f} % lower than the fastest "
+            f"accepted state's ({_pct(best['ratio'])} slower, CI {best['ci_low']:.3f}-"
+            f"{best['ci_high']:.3f}): small slowdowns have added up beyond the "
+            f"{100 * th:g} % threshold{_again(best['confirmation'])}")
+    return out
+
+
+def build(profile: Profile, lat: LatencyResult, accuracy: dict, *, compared_with: str
+          ) -> Verdict:
     """The verdict: accepted unless accuracy or a latency check fails; reasons in words."""
     th = profile.thresholds
     reasons = []
@@ -124,15 +271,10 @@ def decide(profile: Profile, rows: list[dict], accuracy: dict, *, compared_with:
             f"{accuracy['flipped_to_wrong']} items right->wrong, "
             f"{accuracy['flipped_to_right']} wrong->right, McNemar p={accuracy['p_value']:.3g})"
             f", below the {100 * th.accuracy_reject:.0f} % limit")
-    for r in rows:
-        if r["regressed"]:
-            reasons.append(
-                f"{r['name']} is {100 * (r['ratio'] - 1):.1f} % slower than the {compared_with} "
-                f"({1000 * r['median_s']:.2f} ms vs {1000 * r['baseline_median_s']:.2f} ms, "
-                f"p={r['p_value']:.2g} < {r['alpha']:.3g}, {100 * (1 - r['alpha']):.1f} % CI of "
-                f"the ratio {r['ci_low']:.3f}-{r['ci_high']:.3f})"
-                f", beyond the {100 * th.latency:.0f} % threshold{_confirmed(r)}")
-    s = speed_scores(rows, profile.batch_sizes)
+    scenario_rows = rows(lat)
+    block = latency_block(lat, profile)
+    reasons += latency_reasons(scenario_rows, block, compared_with)
+    s = speed_scores(scenario_rows, profile.batch_sizes)
     c = accuracy["C"]
     return {
         "schema_version": VERDICT_SCHEMA_VERSION,
@@ -142,11 +284,12 @@ def decide(profile: Profile, rows: list[dict], accuracy: dict, *, compared_with:
         "S": s,
         "C": c,
         "accuracy": accuracy,
-        "scenarios": rows,
+        "scenarios": scenario_rows,
+        "latency": block,
     }
 
 
-def error_verdict(profile_name: str, message: str) -> dict:
+def error_verdict(profile_name: str, message: str) -> Verdict:
     """The verdict document of a run that ended in an error (no numbers)."""
     return {"schema_version": VERDICT_SCHEMA_VERSION, "profile": profile_name,
             "verdict": "error", "reasons": [message], "score": None, "S": None, "C": None,

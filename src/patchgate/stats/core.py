@@ -1,13 +1,9 @@
-"""Pure statistics for the gate: samples in, numbers or frozen dataclasses out.
+"""Basics, and latency compared without pairing.
 
-Standard library only, no I/O. Anything that resamples takes ``seed`` and draws from
-``random.Random(seed)``, so the same inputs always give the same answer.
-
-Latency: :func:`compare_latency` calls a change a regression only if the median ratio
-exceeds the threshold AND the difference is significant (Mann-Whitney and a bootstrap
-CI of the ratio agree), and it reports what the run could have detected.
-Accuracy: :func:`compare_accuracy` compares per-item scores on the same items (paired).
-Scoring: :func:`correctness_coefficient`, :func:`speed_score` and :func:`score`.
+The gate decides on paired rounds (:mod:`.paired`). What stays here serves samples
+that do not pair up, and the comparison of the two: :func:`compare_latency` (median
+ratio, Mann-Whitney and a bootstrap CI) and :func:`shift_interval` (the two-sample
+Hodges-Lehmann interval, the unpaired counterpart of the paired one).
 """
 
 from __future__ import annotations
@@ -270,115 +266,27 @@ def compare_latency(
     )
 
 
-# --- accuracy ------------------------------------------------------------------------
-
-
-def mcnemar_exact(b: int, c: int) -> float:
-    """Two-sided exact McNemar p-value on the discordant pairs.
-
-    ``b``: items right -> wrong, ``c``: wrong -> right. p = min(1, 2 P(X <= min(b, c)))
-    with X ~ Bin(b + c, 1/2). A large p (not significant) means the flips are
-    consistent with chance, not that the two models agree item for item.
-    """
-    if b < 0 or c < 0:
-        raise ValueError("flip counts must be >= 0")
-    n = b + c
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, k) for k in range(min(b, c) + 1))
-    return min(1.0, 2 * tail / 2**n)
-
-
-def _mean_ratio(ref_mean: float, cand_mean: float) -> float:
-    if ref_mean == 0:
-        return 1.0 if cand_mean == 0 else math.inf
-    return cand_mean / ref_mean
-
-
-@dataclass(frozen=True)
-class AccuracyComparison:
-    """Paired accuracy: means, ``ratio`` = candidate / reference with its CI, flips, p."""
-
-    reference: float
-    candidate: float
-    ratio: float
-    ci_low: float
-    ci_high: float
-    flipped_to_wrong: int
-    flipped_to_right: int
-    p_value: float
-    n: int
-
-
-def compare_accuracy(
-    reference: Sequence[float],
-    candidate: Sequence[float],
-    confidence: float = 0.95,
-    n_boot: int = 2000,
-    seed: int = 0,
-) -> AccuracyComparison:
-    """Compare per-item scores (0/1 or fractional) of two runs on the same items, in order.
-
-    An item counts as correct when its score is >= 0.5. ``p_value`` is
-    :func:`mcnemar_exact` on the flips; the CI is a paired bootstrap of the ratio of
-    means (the same resampled items for both). A CI reaching below the accuracy floor
-    means the run cannot rule out a loss that large.
-    """
-    ref, cand = _nonempty(reference, "reference"), _nonempty(candidate, "candidate")
-    if len(ref) != len(cand):
-        raise ValueError(f"paired scores differ in length: {len(ref)} vs {len(cand)}")
-    _check_confidence(confidence)
-    if n_boot < 1:
-        raise ValueError("n_boot must be >= 1")
-    n = len(ref)
-    to_wrong = sum(1 for r, c in zip(ref, cand, strict=True) if r >= 0.5 > c)
-    to_right = sum(1 for r, c in zip(ref, cand, strict=True) if c >= 0.5 > r)
-    rng = random.Random(seed)
-    ratios = []
-    for _ in range(n_boot):
-        idx = rng.choices(range(n), k=n)
-        ratios.append(_mean_ratio(sum(ref[i] for i in idx), sum(cand[i] for i in idx)))
-    ratios.sort()
-    tail = (1 - confidence) / 2
-    ref_mean, cand_mean = math.fsum(ref) / n, math.fsum(cand) / n
-    return AccuracyComparison(
-        reference=ref_mean,
-        candidate=cand_mean,
-        ratio=_mean_ratio(ref_mean, cand_mean),
-        ci_low=_percentile(ratios, tail),
-        ci_high=_percentile(ratios, 1 - tail),
-        flipped_to_wrong=to_wrong,
-        flipped_to_right=to_right,
-        p_value=mcnemar_exact(to_wrong, to_right),
-        n=n,
-    )
-
-
-# --- scoring -------------------------------------------------------------------------
-
-
-def correctness_coefficient(ratio: float, low: float = 0.97, high: float = 0.99) -> float:
-    """The contest's C: 0.0 for an accuracy ratio below ``low``, 1.0 at or above ``high``,
-    linear in between (0.98 -> 0.5 with the defaults)."""
-    if ratio >= high:
-        return 1.0
-    if ratio < low:
-        return 0.0
-    return (ratio - low) / (high - low)
-
-
-def score(s1: float, s8: float, sinf: float, c: float) -> float:
-    """Contest score: (0.4 s1 + 0.3 s8 + 0.3 sinf) * C, from speed scores at batch 1, 8, max."""
-    return (0.4 * s1 + 0.3 * s8 + 0.3 * sinf) * c
-
-
-def speed_score(reference_times: Sequence[float], candidate_times: Sequence[float]) -> float:
-    """100 * geometric mean of reference / candidate over paired times (e.g. prefill and
-    decode medians at one batch size). 100 = as fast as the reference, 200 = twice as fast."""
-    ref = _nonempty(reference_times, "reference_times")
-    cand = _nonempty(candidate_times, "candidate_times")
-    if len(ref) != len(cand):
-        raise ValueError(f"paired times differ in length: {len(ref)} vs {len(cand)}")
-    if any(not x > 0 for x in ref + cand):
-        raise ValueError("times must be > 0")
-    return 100 * geometric_mean([r / c for r, c in zip(ref, cand, strict=True)])
+def shift_interval(candidate: Sequence[float], baseline: Sequence[float], a: float
+                   ) -> tuple[float, float, float]:
+    """Unpaired: the two-sample Hodges-Lehmann estimate of log(candidate / baseline)
+    (the median of all pairwise differences of the logs) with one-sided bounds at
+    level ``a`` each, from the Mann-Whitney null distribution (exact up to 25 values
+    a side, else normal). What an unpaired test would conclude from the same samples:
+    the gate quotes its width beside the paired one."""
+    c = [math.log(x) for x in _nonempty(candidate, "candidate")]
+    b = [math.log(x) for x in _nonempty(baseline, "baseline")]
+    diffs = sorted(x - y for x in c for y in b)
+    n1, n2 = len(c), len(b)
+    if n1 <= _EXACT_MAX_N and n2 <= _EXACT_MAX_N:
+        counts, total = _u_counts(n1, n2), math.comb(n1 + n2, n1)
+        k, below = 0, 0
+        while k < len(counts) and below + counts[k] <= a * total:
+            below += counts[k]
+            k += 1
+    else:
+        sd = math.sqrt(n1 * n2 * (n1 + n2 + 1) / 12)
+        k = max(0, math.floor(n1 * n2 / 2 + 0.5 - NormalDist().inv_cdf(1 - a) * sd))
+    estimate = median(diffs)
+    if k == 0:
+        return estimate, -math.inf, math.inf
+    return estimate, diffs[k - 1], diffs[len(diffs) - k]

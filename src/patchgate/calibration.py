@@ -1,0 +1,214 @@
+"""``patchgate calibrate``: the gate's latency error rates, measured on this runner.
+
+A false-alarm rate and a power are measurements, not design figures. Calibration
+runs the latency phase of the gate (:mod:`patchgate.latency`: the same looks,
+Holm, pooled score and fresh-process confirmation as a real run) many times on
+planted patches (:mod:`patchgate.planted`) whose truth is known:
+
+- A/A: a patch that changes nothing; a rejection is a false alarm;
+- slowdowns of 2, 5 and 10 % (by default) of every forward pass; a rejection is a
+  catch, and the share caught is the power at that size.
+
+Runs of each kind are interleaved (A/A, 2 %, 5 %, 10 %, A/A, ...), so a drift of the
+machine falls on all kinds alike, and each run starts its engines afresh, as a gate
+run does. The accuracy guard is not run: the planted patches do not change outputs.
+Each configuration is compared with the unpatched model (two configurations per
+run; a real run with accepted patches has three).
+
+The result goes to ``baselines/<profile>/calibration.json`` (atomically, at the end;
+an interrupted calibration writes nothing). Reports quote it: "on this runner:
+0/20 false alarms, 19/20 caught at 5 %". Each run also records the width of the
+paired interval of every scenario beside the unpaired one on the same samples
+(:func:`patchgate.stats.shift_interval`): the gain of pairing, measured.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from . import baselines, decide, environment, planted, stats, storage
+from . import latency as lat
+from .configs import Configurations
+from .errors import PatchgateError
+from .measure import balanced_rounds
+from .patches import discover
+
+CALIBRATION = "calibration.json"
+SCHEMA_VERSION = 1
+KIND = "patchgate.calibration"
+
+
+def _kinds(slowdowns: list[float]) -> list[float]:
+    return [0.0, *slowdowns]
+
+
+def _label(fraction: float) -> str:
+    return "A/A" if fraction == 0 else f"{100 * fraction:g} %"
+
+
+def _patches(folder: Path, fraction: float, engine: str):
+    sub = folder / ("neutral" if fraction == 0 else f"slow-{100 * fraction:g}")
+    if fraction == 0:
+        planted.neutral(sub)
+    else:
+        planted.slowdown(sub, fraction, engine)
+    return discover(sub)
+
+
+def one_run(prof, patches, progress, say) -> dict:
+    """One latency phase of the candidate ``patches`` against the unpatched model:
+    whether the gate would reject it, and what it measured."""
+    t0 = time.perf_counter()
+    sets = {"candidate": patches, "current": [], "reference": []}
+    with Configurations(prof, sets, say) as configs:
+        configs.start()
+        result = lat.run(configs, prof, progress, say)
+    slower = [item for item in result.decisions["current"]
+              if result.final("current", item) == stats.SLOWER]
+    first = result.decisions["current"]
+    widths = {}
+    a = result.alpha_look
+    k = balanced_rounds(prof.rounds, 2)  # the first look's rounds (two configurations)
+    for s in result.scenarios:
+        c, b = result.samples["candidate"][s.name], result.samples["current"][s.name]
+        paired = stats.hodges_lehmann(stats.log_ratios(c[:k], b[:k]), a)
+        _, lo, hi = stats.shift_interval(c[:k], b[:k], a)
+        widths[s.name] = {"paired": paired.high - paired.low, "unpaired": hi - lo}
+    return {
+        "rejected": bool(slower), "slower": slower,
+        "score_ratio": first[decide.SCORE].comparison.ratio,
+        "ratios": {s.name: first[s.name].comparison.ratio for s in result.scenarios},
+        "outcomes": {item: result.final("current", item) for item in first},
+        "looks": result.looks, "confirm_looks": result.confirm_looks,
+        "ci_widths": widths, "wall_s": round(time.perf_counter() - t0, 1),
+    }
+
+
+def summarize(runs: list[dict], slowdowns: list[float]) -> dict:
+    """Rates with exact 95 % intervals per kind, wall time, and the pairing gain."""
+    out: dict = {"kinds": {}}
+    for fraction in _kinds(slowdowns):
+        mine = [r for r in runs if r["planted"] == fraction]
+        if not mine:
+            continue
+        k = sum(r["rejected"] for r in mine)
+        r = stats.rate(k, len(mine))
+        out["kinds"][_label(fraction)] = {
+            "planted": fraction, "rejected": k, "runs": len(mine), "rate": r.rate,
+            "low": r.low, "high": r.high,
+            "median_score_ratio": stats.median([x["score_ratio"] for x in mine])}
+    walls = [r["wall_s"] for r in runs]
+    out["wall_s_median"] = stats.median(walls) if walls else None
+    gains = {}
+    for name in (runs[0]["ci_widths"] if runs else {}):
+        ratios = [r["ci_widths"][name]["unpaired"] / r["ci_widths"][name]["paired"]
+                  for r in runs if r["ci_widths"][name]["paired"] > 0
+                  and math.isfinite(r["ci_widths"][name]["unpaired"])]
+        if ratios:
+            gains[name] = stats.median(ratios)
+    out["unpaired_over_paired_ci_width"] = gains
+    return out
+
+
+def calibrate(prof, baselines_dir: Path, runs: int, slowdowns: list[float], progress, say,
+              out: Path | None = None) -> dict:
+    """Run the calibration and write its file; returns the document."""
+    if runs < 1:
+        raise PatchgateError("--runs must be at least 1", hint="20 gives a useful interval")
+    if any(not 0 < f < 1 for f in slowdowns):
+        raise PatchgateError(f"slowdowns must be fractions in (0, 1), got {slowdowns}",
+                             hint="e.g. --slowdowns 0.02,0.05,0.1")
+    store = baselines.BaselineStore(baselines_dir, prof.name)
+    target = out or store.root / prof.name / CALIBRATION
+    env = environment.fingerprint(prof.engine, prof.device)
+    records = []
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="patchgate-calibrate-") as tmp:
+        plan = [(i, f) for i in range(runs) for f in _kinds(slowdowns)]
+        for n, (i, fraction) in enumerate(plan, 1):
+            patches = _patches(Path(tmp), fraction, prof.engine)
+            rec = one_run(prof, patches, progress, lambda _s: None)
+            rec |= {"planted": fraction, "run": i}
+            records.append(rec)
+            kind = [r for r in records if r["planted"] == fraction]
+            say(f"[calibrate] {n}/{len(plan)} {_label(fraction)}: "
+                f"{'rejected' if rec['rejected'] else 'accepted'} "
+                f"(score ratio {rec['score_ratio']:.3f}, {rec['looks']} look(s), "
+                f"{rec['wall_s']:.0f} s); {_label(fraction)} so far "
+                f"{sum(r['rejected'] for r in kind)}/{len(kind)} rejected")
+    th = prof.thresholds
+    doc = {
+        "schema_version": SCHEMA_VERSION, "kind": KIND, "profile": prof.name,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "commit": baselines.git_commit(Path(baselines_dir).parent),
+        "environment": env,
+        "settings": {"rounds": prof.rounds, "max_looks": prof.max_looks,
+                     "threshold": th.latency, "alpha": th.alpha, "confirm": prof.confirm,
+                     "settle_s": prof.settle_s},
+        "wall_s": round(time.perf_counter() - t0, 1),
+        "summary": summarize(records, slowdowns),
+        "runs": records,
+    }
+    storage.atomic_write_json(target, doc)
+    return doc
+
+
+def load(path: Path) -> dict | None:
+    """A calibration file, or None if there is none; a broken one is an error naming it."""
+    if not path.exists():
+        return None
+    hint = f"run `patchgate calibrate` again, or delete {path}"
+    doc = storage.read_json(path, hint=hint)
+    if doc.get("kind") != KIND or doc.get("schema_version") != SCHEMA_VERSION:
+        raise PatchgateError(f"{path}: not a calibration file of schema {SCHEMA_VERSION}",
+                             hint=hint)
+    if not isinstance(doc.get("summary"), dict) or "kinds" not in doc["summary"]:
+        raise PatchgateError(f"{path}: summary.kinds missing", hint=hint)
+    return doc
+
+
+def quote(store: baselines.BaselineStore) -> dict | None:
+    """What a verdict says about the measured error rates of its profile, or None."""
+    path = store.root / store.profile / CALIBRATION
+    doc = load(path)
+    if doc is None:
+        return None
+    kinds = doc["summary"]["kinds"]
+    parts = []
+    for label, k in kinds.items():
+        if k["planted"] == 0:
+            parts.append(f"{k['rejected']}/{k['runs']} false alarms")
+        else:
+            parts.append(f"{k['rejected']}/{k['runs']} caught at {label}")
+    return {"text": "; ".join(parts), "created": doc.get("created"),
+            "settings": doc.get("settings"),
+            "cpu": (doc.get("environment") or {}).get("cpu"), "kinds": kinds}
+
+
+def render(doc: dict) -> str:
+    """The calibration summary as text (terminal, docs)."""
+    from tabulate import tabulate
+
+    rows = [[label, f"{k['rejected']}/{k['runs']}", f"{100 * k['rate']:.0f} %",
+             f"{100 * k['low']:.0f}-{100 * k['high']:.0f} %",
+             f"{k['median_score_ratio']:.3f}"]
+            for label, k in doc["summary"]["kinds"].items()]
+    s = doc["settings"]
+    lines = [f"profile {doc['profile']}: {s['rounds']} rounds a look, up to {s['max_looks']} "
+             f"looks, threshold {100 * s['threshold']:g} %, alpha {s['alpha']}, "
+             f"confirmation {'on' if s['confirm'] else 'off'}",
+             tabulate(rows, headers=["planted", "rejected", "rate", "95 % CI",
+                                     "median score ratio"], tablefmt="github",
+                      disable_numparse=True)]
+    gains = doc["summary"].get("unpaired_over_paired_ci_width") or {}
+    if gains:
+        lines.append("unpaired / paired CI width (median over runs): " + ", ".join(
+            f"{name} {g:.2f}x" for name, g in gains.items()))
+    if doc["summary"].get("wall_s_median") is not None:
+        lines.append(f"median wall time of one run's latency phase: "
+                     f"{doc['summary']['wall_s_median']:.0f} s; calibration {doc['wall_s']:.0f} s")
+    return "\n".join(lines)

@@ -1,0 +1,245 @@
+"""The latency phase of a run: measure, look, measure more, confirm. No verdict here.
+
+1. **First look.** Every configuration, every scenario, ``rounds`` rounds, interleaved
+   and counterbalanced (:func:`patchgate.measure.measure`).
+2. **More looks.** Candidate vs current (and vs the fastest accepted state, if that is
+   another configuration) is decided item by item (:mod:`patchgate.decide`). Items
+   still undecided get ``rounds`` more rounds (the scenarios concerned; all of them
+   while the pooled ``score`` item is undecided), up to ``max_looks`` looks in all.
+   Each look tests at alpha / ``max_looks``, so the false-alarm rate stays at alpha
+   whatever the number of looks taken. The reference runs in the first look only:
+   it serves the score, not the decision.
+3. **Confirmation in fresh processes.** Two processes running the same code can
+   differ steadily (on a shared CPU, measured: decode_b1 up to 44 % between two
+   worker processes of the same model). Any item found slower is measured again in
+   newly started engines, with its own budget of looks, and stays slower only if
+   this second, independent set of processes finds it slower too. Requiring both
+   can only lower the false-alarm rate; it costs power only when one of the two
+   samples is too small, which the looks prevent.
+
+The result, :class:`LatencyResult`, holds the raw samples and the decisions; the
+verdict is built from it elsewhere (:mod:`patchgate.verdict`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from . import decide
+from .configs import Configurations
+from .measure import balanced_rounds, measure
+from .scenarios import Scenario, make_scenarios
+from .stats import SLOWER, median, speed_score
+
+Samples = dict[str, dict[str, list[float]]]  # {label: {scenario: [seconds]}}
+
+
+@dataclass
+class LatencyResult:
+    """What the latency phase measured and decided.
+
+    ``samples``: per label, per scenario, the seconds of every timed call in the
+    first set of processes (more looks append). ``decisions``: per comparison
+    ("current", "best"), per item (scenario names and ``score``), the outcome in the
+    first processes. ``confirmation``: the same for the items found slower, measured
+    again in fresh processes (``confirm_samples``). ``weights``: each scenario's
+    weight in the pooled score item. ``same_as_current``: the candidate is the
+    current configuration (nothing new to compare)."""
+
+    scenarios: list[Scenario]
+    samples: Samples
+    decisions: dict[str, dict[str, decide.Decision]]
+    weights: dict[str, float]
+    looks: int
+    max_looks: int
+    alpha_look: float
+    confirmation: dict[str, dict[str, decide.Decision]] = field(default_factory=dict)
+    confirm_samples: Samples = field(default_factory=dict)
+    confirm_looks: int = 0
+    same_as_current: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def final(self, comparison: str, item: str) -> str:
+        """The outcome that counts: "slower" only if the confirmation agrees."""
+        first = self.decisions[comparison][item].outcome
+        if first != SLOWER or comparison not in self.confirmation:
+            return first
+        again = self.confirmation[comparison].get(item)
+        return SLOWER if again is not None and again.outcome == SLOWER else "unconfirmed"
+
+
+def comparisons(configs: Configurations) -> list[str]:
+    """The baselines the candidate is judged against: the current one, and the fastest
+    accepted state when it is another configuration."""
+    out = ["current"]
+    if "best" in configs.labels and not configs.same("best", "current"):
+        out.append("best")
+    return out
+
+
+def _items(comparison: str, scenarios: list[Scenario]) -> list[str]:
+    """Against the current baseline every scenario and the score; against the fastest
+    accepted state the score alone (the drift a chain of small changes adds up to)."""
+    return [*(s.name for s in scenarios), decide.SCORE] if comparison == "current" \
+        else [decide.SCORE]
+
+
+def _needed(items: list[str], scenarios: list[Scenario]) -> list[Scenario]:
+    if decide.SCORE in items:
+        return list(scenarios)
+    return [s for s in scenarios if s.name in items]
+
+
+def _extend(into: Samples, more: Samples, configs: Configurations,
+            labels: tuple[str, ...]) -> None:
+    for label in labels:
+        for name, xs in more[configs.name(label)].items():
+            into.setdefault(label, {}).setdefault(name, []).extend(xs)
+
+
+def run(configs: Configurations, prof, progress: Callable, say: Callable[[str], None]
+        ) -> LatencyResult:
+    """The latency phase (see the module docstring). ``progress(total, desc)`` returns a
+    tqdm-like bar; ``say`` prints a step line."""
+    scenarios = make_scenarios(prof)
+    th = prof.thresholds
+    against = comparisons(configs)
+    k_max = max(1, prof.max_looks)
+    # one family per comparison; each family's alpha is split over the looks
+    alpha_look = th.alpha / (len(against) * k_max)
+    engines = configs.by_name()
+    n = len(engines)
+    say(f"latency: {len(scenarios)} scenarios x {n} configurations x "
+        f"{balanced_rounds(prof.rounds, n)} rounds (+{prof.warmup} warm-up), interleaved; "
+        f"up to {k_max} looks")
+    first = _calls(prof, scenarios, n, prof.warmup)
+    samples: Samples = {}
+    with progress(first, "latency") as bar:
+        named = measure(engines, scenarios, prof.rounds, prof.warmup, prof.seed, bar,
+                        prof.settle_s)
+        for label in configs.labels:
+            samples[label] = {k: list(v) for k, v in named[configs.name(label)].items()}
+        speed = {key: speed_score([median(samples["reference"][s.name]) for s in sel],
+                                  [median(samples["current"][s.name]) for s in sel])
+                 for key, sel in _by_batch(scenarios, prof.batch_sizes).items()}
+        weights = decide.score_weights(scenarios, prof.batch_sizes, speed)
+        result = LatencyResult(scenarios, samples, {}, weights, 1, k_max, alpha_look,
+                               same_as_current=configs.same("candidate", "current"))
+        result.notes += _power_notes(balanced_rounds(prof.rounds, n), alpha_look)
+        if result.same_as_current:
+            for comp in against:
+                result.decisions[comp] = _judge(samples, comp, scenarios, weights, th,
+                                                alpha_look, 1, None)
+            return result
+        for comp in against:
+            result.decisions[comp] = _judge(samples, comp, scenarios, weights, th,
+                                            alpha_look, 1, None)
+        for k in range(2, k_max + 1):
+            wanted = sorted({i for comp in against
+                             for i in decide.pending(result.decisions[comp])})
+            if not wanted:
+                break
+            pend = _needed(wanted, scenarios)
+            labels = ("candidate", *against)
+            say(f"undecided: {', '.join(wanted)}; look {k} of {k_max}: "
+                f"{prof.rounds} more rounds of {len(pend)} scenario(s)")
+            use = configs.by_name(labels)
+            bar.total += balanced_rounds(prof.rounds, len(use)) * len(pend) * len(use)
+            bar.refresh()
+            more = measure(use, pend, prof.rounds, 0, prof.seed, bar, prof.settle_s)
+            _extend(samples, more, configs, labels)
+            result.looks = k
+            for comp in against:
+                result.decisions[comp] = _judge(samples, comp, scenarios, weights, th,
+                                                alpha_look, k, result.decisions[comp])
+    if prof.confirm:
+        _confirm(configs, prof, result, against, progress, say)
+    return result
+
+
+def _judge(samples, comp, scenarios, weights, th, alpha_look, number, previous):
+    """Candidate vs ``comp`` after look ``number`` (:func:`patchgate.decide.look`)."""
+    diffs = decide.differences(samples["candidate"], samples[comp])
+    return decide.look(diffs, weights, th.latency, alpha_look, number, previous,
+                       items=_items(comp, scenarios))
+
+
+def judged(samples: Samples, scenarios: list[Scenario], profile, against=("current",),
+           speed: dict | None = None) -> LatencyResult:
+    """A :class:`LatencyResult` decided from given samples in one look (no engines):
+    what the verdict tests build on."""
+    weights = decide.score_weights(scenarios, profile.batch_sizes, speed)
+    k_max = max(1, profile.max_looks)
+    alpha_look = profile.thresholds.alpha / (len(against) * k_max)
+    result = LatencyResult(scenarios, samples, {}, weights, 1, k_max, alpha_look)
+    for comp in against:
+        result.decisions[comp] = _judge(samples, comp, scenarios, weights,
+                                        profile.thresholds, alpha_look, 1, None)
+    return result
+
+
+def _confirm(configs, prof, result: LatencyResult, against, progress, say) -> None:
+    flagged = {comp: decide.slower(result.decisions[comp]) for comp in against}
+    flagged = {comp: items for comp, items in flagged.items() if items}
+    if not flagged:
+        return
+    items_all = sorted({i for items in flagged.values() for i in items})
+    say(f"slower: {', '.join(items_all)}; measuring again in fresh engine processes")
+    configs.start()
+    labels = ("candidate", *flagged)
+    use = configs.by_name(labels)
+    th = prof.thresholds
+    pend = _needed(items_all, result.scenarios)
+    decisions: dict[str, dict[str, decide.Decision]] = {}
+    with progress(_calls(prof, pend, len(use), prof.warmup), "confirm") as bar:
+        for k in range(1, result.max_looks + 1):
+            if k > 1:
+                wanted = sorted({i for d in decisions.values() for i in decide.pending(d)})
+                if not wanted:
+                    break
+                pend = _needed(wanted, result.scenarios)
+                say(f"confirmation undecided: {', '.join(wanted)}; look {k} of "
+                    f"{result.max_looks}")
+                bar.total += balanced_rounds(prof.rounds, len(use)) * len(pend) * len(use)
+                bar.refresh()
+            more = measure(use, pend, prof.rounds, prof.warmup if k == 1 else 0, prof.seed,
+                           bar, prof.settle_s)
+            _extend(result.confirm_samples, more, configs, labels)
+            result.confirm_looks = k
+            for comp, items in flagged.items():
+                diffs = decide.differences(
+                    {n: xs for n, xs in result.confirm_samples["candidate"].items()},
+                    result.confirm_samples[comp])
+                decisions[comp] = decide.look(diffs, result.weights, th.latency,
+                                              result.alpha_look, k, decisions.get(comp),
+                                              items=items)
+    result.confirmation = decisions
+
+
+def _power_notes(rounds: int, alpha_look: float) -> list[str]:
+    """Say so when a look has too few rounds for a scenario alone to reach its share of
+    alpha: the signed-rank test's smallest p-value is 2^-rounds."""
+    share = alpha_look * (1 - decide.SCORE_SHARE) / 6
+    need = math.ceil(math.log2(1 / share))
+    if rounds >= need:
+        return []
+    return [f"{rounds} rounds a look: a scenario alone cannot be significant before "
+            f"{need} rounds (its share of alpha is {share:.2g}, the smallest p of "
+            f"{rounds} paired rounds 2^-{rounds}); the pooled score can"]
+
+
+def _by_batch(scenarios: list[Scenario], batch_sizes) -> dict[str, list[Scenario]]:
+    keys = dict(zip(batch_sizes, ("1", "8", "inf"), strict=False))
+    out: dict[str, list[Scenario]] = {}
+    for s in scenarios:
+        if s.batch_size in keys:
+            out.setdefault(keys[s.batch_size], []).append(s)
+    return out
+
+
+def _calls(prof, scenarios, configurations: int, warmup: int) -> int:
+    """Timed and warm-up calls of one :func:`measure` (a progress bar's total)."""
+    return (warmup + balanced_rounds(prof.rounds, configurations)) * len(scenarios) * \
+        configurations
