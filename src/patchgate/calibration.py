@@ -77,7 +77,8 @@ def one_run(prof, patches, progress, say) -> dict:
         c, b = result.samples["candidate"][s.name], result.samples["current"][s.name]
         paired = stats.hodges_lehmann(stats.log_ratios(c[:k], b[:k]), a)
         _, lo, hi = stats.shift_interval(c[:k], b[:k], a)
-        widths[s.name] = {"paired": paired.high - paired.low, "unpaired": hi - lo}
+        widths[s.name] = {"paired": _finite(paired.high - paired.low),
+                          "unpaired": _finite(hi - lo)}
     return {
         "rejected": bool(slower), "slower": slower,
         "score_ratio": first[decide.SCORE].comparison.ratio,
@@ -86,6 +87,10 @@ def one_run(prof, patches, progress, say) -> dict:
         "looks": result.looks, "confirm_looks": result.confirm_looks,
         "ci_widths": widths, "wall_s": round(time.perf_counter() - t0, 1),
     }
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
 
 
 def summarize(runs: list[dict], slowdowns: list[float]) -> dict:
@@ -106,8 +111,8 @@ def summarize(runs: list[dict], slowdowns: list[float]) -> dict:
     gains = {}
     for name in (runs[0]["ci_widths"] if runs else {}):
         ratios = [r["ci_widths"][name]["unpaired"] / r["ci_widths"][name]["paired"]
-                  for r in runs if r["ci_widths"][name]["paired"] > 0
-                  and math.isfinite(r["ci_widths"][name]["unpaired"])]
+                  for r in runs if r["ci_widths"][name]["paired"]
+                  and r["ci_widths"][name]["unpaired"] is not None]
         if ratios:
             gains[name] = stats.median(ratios)
     out["unpaired_over_paired_ci_width"] = gains

@@ -9,8 +9,6 @@ render with their marks.
 
 from __future__ import annotations
 
-import math
-
 from tabulate import tabulate
 
 HEADERS = ["scenario", "in->out", "reference", "baseline", "new", "ratio", "CI", "outcome",
@@ -31,17 +29,23 @@ def _outcome(r: dict) -> str:
 
 def _ci(r: dict) -> str:
     lo, hi = r.get("ci_low"), r.get("ci_high")
-    if lo is None or hi is None:
+    if lo is None and hi is None:
         return "-"
-    return f"{lo:.3f}-{hi:.3f}" if math.isfinite(hi) else f">{lo:.3f}"
+    if hi is None:
+        return f">{lo:.3f}"
+    return f"<{hi:.3f}" if lo is None else f"{lo:.3f}-{hi:.3f}"
+
+
+def _detectable(r: dict) -> str:
+    d = r.get("detectable")
+    return "-" if d is None else f"{100 * d:.1f} %"
 
 
 def scenario_rows(verdict: dict) -> list[list[str]]:
     return [[
         r["name"], f"{r['batch_size']}x{r['input_len']}->{r['output_len']}",
         _ms(r["reference_median_s"]), _ms(r["baseline_median_s"]), _ms(r["median_s"]),
-        f"{r['ratio']:.3f}", _ci(r), _outcome(r), f"{r['p_value']:.2g}",
-        f"{100 * r['detectable']:.1f} %",
+        f"{r['ratio']:.3f}", _ci(r), _outcome(r), f"{r['p_value']:.2g}", _detectable(r),
     ] for r in verdict["scenarios"]]
 
 

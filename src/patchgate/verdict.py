@@ -18,6 +18,7 @@ and what the reports render. It is built once, by :func:`build`.
 
 from __future__ import annotations
 
+import math
 from typing import TypedDict
 
 from . import decide, stats
@@ -120,12 +121,17 @@ class Verdict(TypedDict, total=False):
     latency: Latency
 
 
+def _num(x: float) -> float | None:
+    """JSON has no infinity: an unbounded interval end or an undetectable change is null."""
+    return x if math.isfinite(x) else None
+
+
 def _confirmation(lat: LatencyResult, comp: str, item: str) -> Confirmation | None:
     d = lat.confirmation.get(comp, {}).get(item)
     if d is None:
         return None
     c = d.comparison
-    return {"ratio": c.ratio, "ci_low": c.ci_low, "ci_high": c.ci_high,
+    return {"ratio": c.ratio, "ci_low": _num(c.ci_low), "ci_high": _num(c.ci_high),
             "p_value": c.p_slower, "outcome": d.outcome, "rounds": c.n}
 
 
@@ -146,10 +152,10 @@ def rows(lat: LatencyResult) -> list[Row]:
             "median_s": stats.median(cand),
             "baseline_median_s": stats.median(lat.samples["current"][s.name]),
             "reference_median_s": stats.median(lat.samples["reference"][s.name]),
-            "ratio": c.ratio, "ci_low": c.ci_low, "ci_high": c.ci_high,
+            "ratio": c.ratio, "ci_low": _num(c.ci_low), "ci_high": _num(c.ci_high),
             "p_value": c.p_slower, "alpha": d.alpha, "outcome": final,
             "mark": MARKS[final], "regressed": final == stats.SLOWER,
-            "improved": final == stats.FASTER, "detectable": c.detectable,
+            "improved": final == stats.FASTER, "detectable": _num(c.detectable),
             "rounds": len(cand), "looks": d.look,
             "confirmation": _confirmation(lat, "current", s.name)})
     return out
@@ -161,9 +167,10 @@ def pooled(lat: LatencyResult, comp: str) -> Pooled | None:
     if d is None:
         return None
     c = d.comparison
-    return {"against": comp, "ratio": c.ratio, "ci_low": c.ci_low, "ci_high": c.ci_high,
-            "p_value": c.p_slower, "outcome": _final(lat, comp, decide.SCORE),
-            "score_change": 1 / c.ratio - 1, "detectable": c.detectable, "rounds": c.n,
+    return {"against": comp, "ratio": c.ratio, "ci_low": _num(c.ci_low),
+            "ci_high": _num(c.ci_high), "p_value": c.p_slower,
+            "outcome": _final(lat, comp, decide.SCORE), "score_change": 1 / c.ratio - 1,
+            "detectable": _num(c.detectable), "rounds": c.n,
             "confirmation": _confirmation(lat, comp, decide.SCORE)}
 
 
@@ -223,6 +230,12 @@ def _again(c: Confirmation | None) -> str:
             f"p={c['p_value']:.2g}")
 
 
+def _interval(x: dict) -> str:
+    lo, hi = x.get("ci_low"), x.get("ci_high")
+    lo_s = "0" if lo is None else f"{lo:.3f}"
+    return f"{lo_s}-{hi:.3f}" if hi is not None else f"above {lo_s}"
+
+
 def _pct(x: float) -> str:
     return f"{100 * (x - 1):+.1f} %"
 
@@ -238,7 +251,7 @@ def latency_reasons(scenario_rows: list[Row], block: Latency, compared_with: str
             f"the score is {-100 * score['score_change']:.1f} % lower than the "
             f"{compared_with}'s: the six scenarios together are {_pct(score['ratio'])} "
             f"slower (score-weighted, paired by round; {100 * (1 - 2 * block['alpha_look']):.1f}"
-            f" % CI {score['ci_low']:.3f}-{score['ci_high']:.3f}, p={score['p_value']:.2g})"
+            f" % CI {_interval(score)}, p={score['p_value']:.2g})"
             f", beyond the {100 * th:g} % threshold{_again(score['confirmation'])}")
     for r in scenario_rows:
         if r["regressed"]:
@@ -247,14 +260,14 @@ def latency_reasons(scenario_rows: list[Row], block: Latency, compared_with: str
                 f"{compared_with} ({1000 * r['median_s']:.2f} ms vs "
                 f"{1000 * r['baseline_median_s']:.2f} ms, p={r['p_value']:.2g}, "
                 f"{100 * (1 - 2 * r['alpha']):.1f} % CI of the ratio "
-                f"{r['ci_low']:.3f}-{r['ci_high']:.3f}), beyond the {100 * th:g} % "
+                f"{_interval(r)}), beyond the {100 * th:g} % "
                 f"threshold{_again(r['confirmation'])}")
     best = block["best"]
     if best and best["outcome"] == stats.SLOWER:
         out.append(
             f"the score is {-100 * best['score_change']:.1f} % lower than the fastest "
-            f"accepted state's ({_pct(best['ratio'])} slower, CI {best['ci_low']:.3f}-"
-            f"{best['ci_high']:.3f}): small slowdowns have added up beyond the "
+            f"accepted state's ({_pct(best['ratio'])} slower, CI {_interval(best)}): "
+            f"small slowdowns have added up beyond the "
             f"{100 * th:g} % threshold{_again(best['confirmation'])}")
     return out
 

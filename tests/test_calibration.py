@@ -1,0 +1,133 @@
+"""Calibration: planted patches, the measured error rates, and what reports quote."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from patchgate import calibration, planted
+from patchgate.baselines import BaselineStore
+from patchgate.cli import main
+from patchgate.config import Lengths, get_profile
+from patchgate.errors import EXIT_ERROR, PatchgateError
+from patchgate.patches import discover
+
+
+@pytest.mark.parametrize("engine", ["transformers", "sglang"])
+def test_planted_patches_pass_the_patch_contract(tmp_path, engine):
+    (slow,) = discover(planted.slowdown(tmp_path / "s", 0.05, engine))
+    assert slow.name == "0001-planted-slow-5pct.py" and slow.engines == (engine,)
+    assert "5 %" in slow.title
+    (neutral,) = discover(planted.neutral(tmp_path / "n"))
+    assert neutral.applies_to(engine)
+    with pytest.raises(ValueError):
+        planted.slowdown(tmp_path / "x", 0.0, engine)
+
+
+def test_the_planted_slowdown_slows_a_forward_pass_by_its_fraction():
+    import time
+
+    ns: dict = {}
+    exec(planted._SLOW_TRANSFORMERS.format(percent="50", fraction=0.5), ns)
+
+    class Model:
+        def forward(self, *args, **kwargs):
+            t0 = time.perf_counter()
+            while time.perf_counter() - t0 < 0.02:
+                pass
+            return "out"
+
+    model = Model()
+    ns["apply"](model)
+    t0 = time.perf_counter()
+    assert model.forward() == "out"
+    assert 0.029 < time.perf_counter() - t0 < 0.06  # 20 ms of work + 10 ms of waiting
+
+
+def _doc(kinds: dict) -> dict:
+    return {"schema_version": 1, "kind": calibration.KIND, "profile": "default",
+            "created": "2026-12-05T00:00:00+00:00", "environment": {"cpu": "x"},
+            "settings": {"rounds": 10, "max_looks": 3, "threshold": 0.05, "alpha": 0.05,
+                         "confirm": True},
+            "wall_s": 100.0, "summary": {"kinds": kinds, "wall_s_median": 50.0,
+                                         "unpaired_over_paired_ci_width": {"decode_b1": 1.4}},
+            "runs": []}
+
+
+KINDS = {"A/A": {"planted": 0.0, "rejected": 1, "runs": 20, "rate": 0.05, "low": 0.001,
+                 "high": 0.249, "median_score_ratio": 1.0},
+         "10 %": {"planted": 0.1, "rejected": 19, "runs": 20, "rate": 0.95, "low": 0.75,
+                  "high": 0.999, "median_score_ratio": 1.1}}
+
+
+def test_reports_quote_the_measured_rates(tmp_path):
+    store = BaselineStore(tmp_path, "default")
+    assert calibration.quote(store) is None
+    (tmp_path / "default").mkdir()
+    (tmp_path / "default" / calibration.CALIBRATION).write_text(json.dumps(_doc(KINDS)))
+    q = calibration.quote(store)
+    assert q["text"] == "1/20 false alarms; 19/20 caught at 10 %"
+    text = calibration.render(_doc(KINDS))
+    assert "| A/A       | 1/20       | 5 %    | 0-25 %    |" in text
+    assert "decode_b1 1.40x" in text
+
+
+def test_a_broken_calibration_file_is_an_error_naming_it(tmp_path):
+    path = tmp_path / "default" / calibration.CALIBRATION
+    path.parent.mkdir()
+    path.write_text(json.dumps({"kind": "something else"}))
+    with pytest.raises(PatchgateError, match="calibration.json: not a calibration file"):
+        calibration.quote(BaselineStore(tmp_path, "default"))
+
+
+def test_calibrate_rejects_bad_arguments(capsys):
+    assert main(["calibrate", "--runs", "0"]) == EXIT_ERROR
+    assert "ERROR --runs must be at least 1" in capsys.readouterr().err
+    assert main(["calibrate", "--slowdowns", "fast"]) == EXIT_ERROR
+    assert "--slowdowns 'fast'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_calibration_on_the_default_model(tmp_path):
+    """One A/A run and one run of a planted 50 % slowdown, shortened: the file is
+    written and says which was rejected."""
+    prof = get_profile("default").with_overrides(
+        lengths=Lengths(prefill_input=64, prefill_output=1, decode_input=8, decode_output=8),
+        rounds=8, max_looks=1)
+    lines: list[str] = []
+
+    class Bar:
+        total = 0
+
+        def __init__(self, *a, **k):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def update(self, n=1):
+            pass
+
+        def refresh(self):
+            pass
+
+        def set_postfix_str(self, s):
+            pass
+
+    doc = calibration.calibrate(prof, tmp_path, 1, [0.5], Bar, lines.append)
+    stored = json.loads((tmp_path / "default" / calibration.CALIBRATION).read_text())
+    assert stored == json.loads(json.dumps(doc))
+    kinds = doc["summary"]["kinds"]
+    assert kinds["50 %"]["rejected"] == 1 and kinds["50 %"]["median_score_ratio"] > 1.3
+    assert kinds["A/A"]["runs"] == 1
+    assert len(doc["runs"]) == 2 and {r["planted"] for r in doc["runs"]} == {0.0, 0.5}
+    assert all(set(r["ci_widths"]) == {"prefill_b1", "prefill_b8", "prefill_b64",
+                                       "decode_b1", "decode_b8", "decode_b64"}
+               for r in doc["runs"])
+    assert len(lines) == 2 and lines[1].startswith("[calibrate] 2/2 50 %: rejected")
+    assert Path(tmp_path / "default").is_dir()
