@@ -131,3 +131,32 @@ def test_a_calibration_on_the_default_model(tmp_path):
                for r in doc["runs"])
     assert len(lines) == 2 and lines[1].startswith("[calibrate] 2/2 50 %: rejected")
     assert Path(tmp_path / "default").is_dir()
+
+
+def test_append_adds_to_a_calibration_of_the_same_settings_only(tmp_path):
+    from patchgate import environment
+
+    prof = get_profile("default")
+    env = environment.fingerprint(prof.engine, prof.device)
+    doc = _doc(KINDS) | {"environment": env, "settings": calibration._settings(prof),
+                         "runs": [{"planted": 0.0, "rejected": False}]}
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(doc))
+    assert calibration._previous(path, prof, env) == doc["runs"]
+    with pytest.raises(PatchgateError, match="other settings"):
+        calibration._previous(path, prof.with_overrides(rounds=99), env)
+    with pytest.raises(PatchgateError, match="another environment"):
+        calibration._previous(path, prof, env | {"cpu_model": "another CPU"})
+    assert calibration._previous(tmp_path / "none.json", prof, env) == []
+
+
+def test_stored_pairing_gain_on_committed_h200_samples(capsys):
+    """The H200 samples of h200-default (one run, current vs reference side by side):
+    the paired interval is narrower than the unpaired one in every scenario."""
+    root = Path(__file__).resolve().parent.parent / "baselines"
+    gains = calibration.stored_pairing_gain(BaselineStore(root, "h200-default"))
+    assert set(gains) == {"prefill_b1", "prefill_b8", "prefill_b64", "decode_b1",
+                          "decode_b8", "decode_b64"}
+    assert all(g["gain"] > 1.1 for g in gains.values())
+    assert main(["calibrate", "--profile", "h200-default", "--stored"]) == 0
+    assert "unpaired / paired" in capsys.readouterr().out

@@ -119,9 +119,36 @@ def summarize(runs: list[dict], slowdowns: list[float]) -> dict:
     return out
 
 
+def _settings(prof) -> dict:
+    th = prof.thresholds
+    return {"rounds": prof.rounds, "max_looks": prof.max_looks, "threshold": th.latency,
+            "alpha": th.alpha, "confirm": prof.confirm, "settle_s": prof.settle_s}
+
+
+def _previous(target: Path, prof, env: dict) -> list[dict]:
+    """The runs of an earlier calibration to add to (``--append``): same profile,
+    settings and machine, or an error saying which differs."""
+    doc = load(target)
+    if doc is None:
+        return []
+    hint = f"calibrate without --append (replaces {target}), or with the same settings"
+    if doc["profile"] != prof.name:
+        raise PatchgateError(f"{target}: calibrated for profile {doc['profile']!r}", hint=hint)
+    if doc.get("settings") != _settings(prof):
+        raise PatchgateError(f"{target}: other settings {doc.get('settings')} than now "
+                             f"{_settings(prof)}", hint=hint)
+    differs = environment.same_environment(doc.get("environment") or {}, env)
+    if differs:
+        raise PatchgateError(f"{target}: measured in another environment ({', '.join(differs)})",
+                             hint=hint)
+    return list(doc.get("runs") or [])
+
+
 def calibrate(prof, baselines_dir: Path, runs: int, slowdowns: list[float], progress, say,
-              out: Path | None = None) -> dict:
-    """Run the calibration and write its file; returns the document."""
+              out: Path | None = None, append: bool = False) -> dict:
+    """Run the calibration and write its file; returns the document. With ``append``,
+    the runs are added to those already in the file (a calibration spread over
+    several sessions, as GPU leases are)."""
     if runs < 1:
         raise PatchgateError("--runs must be at least 1", hint="20 gives a useful interval")
     if any(not 0 < f < 1 for f in slowdowns):
@@ -130,7 +157,8 @@ def calibrate(prof, baselines_dir: Path, runs: int, slowdowns: list[float], prog
     store = baselines.BaselineStore(baselines_dir, prof.name)
     target = out or store.root / prof.name / CALIBRATION
     env = environment.fingerprint(prof.engine, prof.device)
-    records = []
+    earlier = _previous(target, prof, env) if append else []
+    records: list[dict] = []
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="patchgate-calibrate-") as tmp:
         plan = [(i, f) for i in range(runs) for f in _kinds(slowdowns)]
@@ -145,17 +173,16 @@ def calibrate(prof, baselines_dir: Path, runs: int, slowdowns: list[float], prog
                 f"(score ratio {rec['score_ratio']:.3f}, {rec['looks']} look(s), "
                 f"{rec['wall_s']:.0f} s); {_label(fraction)} so far "
                 f"{sum(r['rejected'] for r in kind)}/{len(kind)} rejected")
-    th = prof.thresholds
+    records = earlier + records
+    kinds = sorted({r["planted"] for r in records} - {0.0})
     doc = {
         "schema_version": SCHEMA_VERSION, "kind": KIND, "profile": prof.name,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "commit": baselines.git_commit(Path(baselines_dir).parent),
         "environment": env,
-        "settings": {"rounds": prof.rounds, "max_looks": prof.max_looks,
-                     "threshold": th.latency, "alpha": th.alpha, "confirm": prof.confirm,
-                     "settle_s": prof.settle_s},
+        "settings": _settings(prof),
         "wall_s": round(time.perf_counter() - t0, 1),
-        "summary": summarize(records, slowdowns),
+        "summary": summarize(records, kinds),
         "runs": records,
     }
     storage.atomic_write_json(target, doc)
@@ -192,6 +219,33 @@ def quote(store: baselines.BaselineStore) -> dict | None:
     return {"text": "; ".join(parts), "created": doc.get("created"),
             "settings": doc.get("settings"),
             "cpu": (doc.get("environment") or {}).get("cpu"), "kinds": kinds}
+
+
+def stored_pairing_gain(store: baselines.BaselineStore, a: float = 0.025) -> dict[str, dict]:
+    """The paired and the unpaired interval widths (log scale, 1 - 2a) on the samples
+    stored in ``reference.json`` and ``current.json`` (one run's side-by-side rounds,
+    compared round by round over the rounds both have). Nothing is measured."""
+    ref, cur = store.load("reference"), store.load("current")
+    if ref is None or cur is None:
+        raise PatchgateError(f"no reference.json and current.json under "
+                             f"{store.root / store.profile}",
+                             hint="accept a change first, or calibrate by measuring")
+    out = {}
+    for name, r in ref["scenarios"].items():
+        c = (cur["scenarios"].get(name) or {}).get("samples_s")
+        if not c:
+            continue
+        k = min(len(c), len(r["samples_s"]))
+        x, y = c[:k], r["samples_s"][:k]
+        if x == y:
+            raise PatchgateError(f"{store.profile}: current and reference are the same "
+                                 "configuration (identical samples): nothing to compare",
+                                 hint="use a profile whose current baseline has patches")
+        paired = stats.hodges_lehmann(stats.log_ratios(x, y), a)
+        _, lo, hi = stats.shift_interval(x, y, a)
+        out[name] = {"rounds": k, "paired": paired.high - paired.low, "unpaired": hi - lo,
+                     "gain": (hi - lo) / (paired.high - paired.low)}
+    return out
 
 
 def render(doc: dict) -> str:

@@ -93,6 +93,12 @@ def _parser() -> argparse.ArgumentParser:
                    "<baselines>/<profile>/calibration.json")
     c.add_argument("--out", type=Path, help="write the calibration here instead")
     c.add_argument("--rounds", type=int, help="timed rounds per look (profile default)")
+    c.add_argument("--append", action="store_true",
+                   help="add the runs to the calibration file's (same profile, settings and "
+                   "machine): a calibration spread over several sessions")
+    c.add_argument("--stored", action="store_true",
+                   help="measure nothing: the paired and unpaired interval widths of the "
+                   "samples stored in <baselines>/<profile>/{reference,current}.json")
     c.add_argument("--quiet", action="store_true", help="no progress bars")
 
     sub.add_parser("profiles", help="list the built-in profiles")
@@ -274,6 +280,8 @@ def _calibrate(args) -> int:
     from .gate import GuardOptions, Run
 
     profile = get_profile(args.profile)
+    if args.stored:
+        return _stored_gain(args)
     if args.rounds is not None:
         if args.rounds < 2:
             raise PatchgateError("--rounds must be at least 2", hint="use 5 or more")
@@ -290,8 +298,23 @@ def _calibrate(args) -> int:
             "(A/A and planted slowdowns), each the latency phase of a gate run; nothing is "
             "written until the end")
     doc = calibrate(profile, args.baselines, args.runs, slowdowns, run.progress,
-                    lambda s: print(s, file=sys.stderr, flush=True), args.out)
+                    lambda s: print(s, file=sys.stderr, flush=True), args.out, args.append)
     print(render(doc))
+    return EXIT_ACCEPTED
+
+
+def _stored_gain(args) -> int:
+    from tabulate import tabulate
+
+    from .baselines import BaselineStore
+    from .calibration import stored_pairing_gain
+
+    gains = stored_pairing_gain(BaselineStore(args.baselines, args.profile))
+    print(tabulate([[n, g["rounds"], f"{100 * g['paired']:.2f} %",
+                     f"{100 * g['unpaired']:.2f} %", f"{g['gain']:.2f}x"]
+                    for n, g in gains.items()],
+                   headers=["scenario", "rounds", "paired 95 % CI width (log)",
+                            "unpaired", "unpaired / paired"], disable_numparse=True))
     return EXIT_ACCEPTED
 
 
