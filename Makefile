@@ -2,16 +2,19 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# A CPU build of torch: on this project's machines `torch==2.13.0` is a local CPU wheel.
-# Elsewhere pass e.g. TORCH_SPEC=torch PIP_TORCH_ARGS="--index-url <your CPU wheel index>".
+# torch, chosen once by `make setup` (see the torch target): a local build where pip is
+# configured with one (this project's machines: a CPU wheel), the CUDA build where the
+# machine has an NVIDIA GPU, else the CPU build from TORCH_CPU_INDEX. Override with
+# TORCH_SPEC / PIP_TORCH_ARGS (e.g. PIP_TORCH_ARGS="--index-url <your wheel index>").
 TORCH_SPEC ?= torch==2.13.0
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 PIP_TORCH_ARGS ?=
 PROFILE ?= default
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup guard accept test test-fast perf perf-compare lint tasks eval-default clean help
+.PHONY: setup torch guard accept test test-fast perf perf-compare lint tasks eval-default clean help
 
 help:
 	@echo "make guard        run the gate on profile $(PROFILE) (exit 0 accepted, 1 rejected, 2 error)"
@@ -26,9 +29,23 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q $(PIP_TORCH_ARGS) "$(TORCH_SPEC)"
+	@$(MAKE) -s torch
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $@
+
+torch: | $(BIN)/python
+	@if $(BIN)/python -c "import torch" 2>/dev/null; then :; \
+	elif [ -n "$(PIP_TORCH_ARGS)" ] || $(BIN)/python -m pip install -q --dry-run --no-index \
+	    --no-deps "$(TORCH_SPEC)" >/dev/null 2>&1; then \
+	  echo "installing $(TORCH_SPEC) $(PIP_TORCH_ARGS)"; \
+	  $(BIN)/python -m pip install -q $(PIP_TORCH_ARGS) "$(TORCH_SPEC)"; \
+	elif command -v nvidia-smi >/dev/null 2>&1; then \
+	  echo "NVIDIA GPU found: installing the CUDA build of $(TORCH_SPEC)"; \
+	  $(BIN)/python -m pip install -q "$(TORCH_SPEC)"; \
+	else \
+	  echo "no GPU: installing the CPU build of $(TORCH_SPEC) from $(TORCH_CPU_INDEX)"; \
+	  $(BIN)/python -m pip install -q --index-url $(TORCH_CPU_INDEX) "$(TORCH_SPEC)"; \
+	fi
 
 setup: $(VENV)/.installed
 

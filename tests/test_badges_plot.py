@@ -228,3 +228,27 @@ def test_plot_refuses_other_formats_and_error_verdicts(tmp_path, capsys):
                  str(verdict), "--out", str(tmp_path / "t.png")]) == EXIT_ERROR
     assert "the verdict has no score" in capsys.readouterr().err
     assert not (tmp_path / "t.png").exists()
+
+
+def test_the_plot_marks_model_or_task_changes_and_drift():
+    rec = {"verdict": "accepted", "score": 100.0, "scenarios": {}}
+    a, b = {"model": "a", "tasks": "t"}, {"model": "b", "tasks": "t"}
+    history_ = [rec | {"workload": a}, rec | {"workload": a}, rec | {"workload": b},
+                rec | {}]  # an old line without a fingerprint marks nothing
+    assert plot.workload_marks(history_) == [3]
+    flat = [rec | {"score": s} for s in (100.3, 99.6, 100.1, 99.8, 100.4, 99.9, 100.2,
+                                         99.7, 100.0, 100.1, 92.2, 91.8, 92.5, 91.9,
+                                         92.1, 92.3, 91.7, 92.0)]
+    assert plot.drift_marks(flat) == [11]  # the first change after the shift (1 + 10)
+    assert history.change_points(flat)[0]["before"] == pytest.approx(100.01)
+
+
+def test_every_profile_with_baselines_has_its_badges():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    for current in sorted((root / "baselines").glob("*/current.json")):
+        profile = current.parent.name
+        for kind in ("score", "accuracy"):
+            assert (root / "docs" / "badges" / f"{profile}-{kind}.svg").exists(), (profile, kind)
+        assert f"docs/badges/{profile}-score.svg" in (root / "README.md").read_text()

@@ -61,3 +61,26 @@ def test_stored_reference_accuracy_only_for_the_same_model_and_tasks():
     run = run_for(False)  # a baseline from before the fingerprint was stored
     assert not _reusable(run, dict(stored, extra={}), env, WORK)
     assert "model: stored none recorded" in run.notes[0]
+
+
+def test_new_patches_for_another_engine_only_are_skipped_not_accepted(tmp_path, capsys):
+    """Not tested is not accepted: an SGLang-only patch alone on the CPU profile."""
+    import json
+
+    from patchgate.cli import main
+
+    folder = tmp_path / "patches"
+    folder.mkdir()
+    (folder / "0001-fp8-kv.py").write_text(
+        '"""FP8 KV cache."""\nENGINES = ("sglang",)\nSERVER_ARGS = {"kv_cache_dtype": "fp8_e4m3"}\n')
+    out = tmp_path / "v.json"
+    code = main(["guard", "--patches", str(folder), "--baselines", str(tmp_path / "b"),
+                 "--changelog", str(tmp_path / "CHANGELOG.md"), "--json", str(out),
+                 "--accept", "--markdown", str(tmp_path / "r.md")])
+    assert code == 0
+    v = json.loads(out.read_text())
+    assert v["verdict"] == "skipped" and "0001-fp8-kv.py" in v["reasons"][0]
+    assert "SKIPPED  (nothing was tested)" in capsys.readouterr().out
+    assert (tmp_path / "r.md").read_text().startswith(
+        "<!-- patchgate-report -->\n## ⏭️ patchgate: skipped (default)")
+    assert not (tmp_path / "b").exists() and not (tmp_path / "CHANGELOG.md").exists()

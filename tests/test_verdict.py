@@ -167,3 +167,18 @@ def test_a_task_below_the_limit_is_noted_even_when_the_mean_passes():
     (note,) = task_notes(block, 0.99)
     assert note.startswith("task a is at 89.20 % of the reference (0.580 vs 0.650)")
     assert task_notes({"per_task": {}}, 0.99) == []
+
+
+def test_an_acknowledged_slowdown_passes_but_is_kept_and_accuracy_still_rules():
+    lat = judged({"candidate": samples({"decode_b8": 1.3}), "current": samples(seed=1),
+                  "reference": samples(seed=2)}, SCEN, PROFILE)
+    a = accuracy_block([1.0] * 100, [1.0] * 100, acc([1.0] * 100), acc([1.0] * 100), PROFILE)
+    v = build(PROFILE, lat, a, compared_with="current baseline",
+              allow_slower="exact attention: needed for long inputs")
+    assert v["verdict"] == "accepted" and v["reasons"] == []
+    assert v["allowed_slower"]["reason"].startswith("exact attention")
+    assert v["allowed_slower"]["slowdowns"][0].startswith("decode_b8 is ")
+    bad = accuracy_block([1.0] * 100, [1.0] * 90 + [0.0] * 10, acc([1.0] * 100),
+                         acc([1.0] * 90 + [0.0] * 10), PROFILE)
+    v = build(PROFILE, lat, bad, compared_with="current baseline", allow_slower="anything")
+    assert v["verdict"] == "rejected" and "accuracy" in v["reasons"][0]

@@ -102,6 +102,9 @@ def result_sentence(verdict: dict) -> str:
     if accuracy and accuracy.get("ratio") is not None:
         numbers.append(f"accuracy {100 * accuracy['ratio']:.1f} % of reference")
     parts = [", ".join(numbers)] if numbers else []
+    allowed = verdict.get("allowed_slower")
+    if allowed and allowed.get("slowdowns"):
+        parts.append(f"slower, acknowledged: {allowed['reason']}")
     changes = [s for s in verdict.get("scenarios") or []
                if isinstance(s.get("ratio"), int | float) and math.isfinite(s["ratio"])
                and s["ratio"] > 0]

@@ -36,9 +36,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="append a change-log entry whatever the verdict (baselines "
                    "change only with --accept)")
     g.add_argument("--rounds", type=int, help="timed rounds per scenario (profile default)")
+    g.add_argument("--allow-slower", metavar="REASON",
+                   help="let a latency regression pass, for this reason (it goes into the "
+                   "change log and the report); never bypasses the accuracy rule")
     g.add_argument("--force-environment", action="store_true",
                    help="use stored results from another environment (not recommended)")
-    g.add_argument("--quiet", action="store_true", help="no progress output")
+    g.add_argument("--quiet", action="store_true",
+                   help="no progress bars or progress lines (the step lines stay)")
 
     r = sub.add_parser("report", help="render a verdict JSON as markdown or text")
     r.add_argument("verdict", type=Path)
@@ -62,7 +66,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--verdict", type=Path,
                    help="a verdict JSON (`guard --json`) to add as the last point")
     t.add_argument("--out", type=Path, action="append",
-                   help="a .png or .svg to write; repeat for both (default: docs/trend.png)")
+                   help="a .png or .svg to write; repeat for both "
+                   "(default: docs/trend-<profile>.png)")
 
     tb = sub.add_parser("table", help="one markdown row per verdict file: patch, S1, S8, "
                         "Sinf, score, accuracy ratio, verdict")
@@ -99,7 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--stored", action="store_true",
                    help="measure nothing: the paired and unpaired interval widths of the "
                    "samples stored in <baselines>/<profile>/{reference,current}.json")
-    c.add_argument("--quiet", action="store_true", help="no progress bars")
+    c.add_argument("--quiet", action="store_true", help="no progress bars or lines")
 
     sub.add_parser("profiles", help="list the built-in profiles")
 
@@ -145,10 +150,14 @@ def main(argv: list[str] | None = None) -> int:
             if args.rounds < 2:
                 raise PatchgateError("--rounds must be at least 2", hint="use 5 or more")
             profile = profile.with_overrides(rounds=args.rounds)
+        if args.allow_slower is not None and not args.allow_slower.strip():
+            raise PatchgateError("--allow-slower needs a reason",
+                                 hint='e.g. --allow-slower "exact softmax: needed for accuracy"')
         opts = GuardOptions(profile=profile, patches_dir=args.patches,
                             baselines_dir=args.baselines, changelog=args.changelog,
                             json_path=args.json, accept=args.accept, record=args.record,
-                            force_environment=args.force_environment, quiet=args.quiet)
+                            force_environment=args.force_environment, quiet=args.quiet,
+                            allow_slower=args.allow_slower)
         run = Run(opts)
         verdict = run_guard(opts, run)
         print_report(verdict)
@@ -157,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             from .storage import atomic_write_text
 
             atomic_write_text(args.markdown, render_markdown(verdict))
-        return EXIT_ACCEPTED if verdict["verdict"] == "accepted" else EXIT_REJECTED
+        return EXIT_REJECTED if verdict["verdict"] == "rejected" else EXIT_ACCEPTED
     except PatchgateError as e:
         return _fail(args, e.message, e.hint)
     except Exception as e:  # a bug here or in a library: an error (2), never "rejected" (1)
@@ -228,7 +237,7 @@ def _plot(args) -> int:
     from .plot import write_plot
 
     verdict = _read_verdict(args.verdict) if args.verdict else None
-    outputs = args.out or [repo_root() / "docs" / "trend.png"]
+    outputs = args.out or [repo_root() / "docs" / f"trend-{args.profile}.png"]
     for path in write_plot(args.baselines, args.profile, outputs, verdict):
         print(path)
     return EXIT_ACCEPTED

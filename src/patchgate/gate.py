@@ -23,7 +23,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from . import accuracy as acc
-from . import agreement, baselines, calibration, changelog, environment, history, storage, workload
+from . import (
+    agreement,
+    baselines,
+    calibration,
+    changelog,
+    environment,
+    history,
+    progress,
+    storage,
+    workload,
+)
 from . import latency as lat
 from .config import Profile, repo_root
 from .configs import Configurations
@@ -44,6 +54,7 @@ class GuardOptions:
     record: bool = False
     force_environment: bool = False
     quiet: bool = False
+    allow_slower: str | None = None  # a maintainer's reason: latency regressions pass
 
 
 @dataclass
@@ -63,14 +74,12 @@ class Run:
         self.say(f"[patchgate] {step}")
 
     def say(self, text: str) -> None:
-        if not self.opts.quiet:
-            print(text, file=sys.stderr, flush=True)
+        """A step line: printed whatever ``quiet`` says (it silences the bars only)."""
+        print(text, file=sys.stderr, flush=True)
 
     def progress(self, total: int | None, desc: str):
-        from tqdm import tqdm
-
-        return tqdm(total=total, desc=desc, unit="call", disable=self.opts.quiet,
-                    file=sys.stderr, dynamic_ncols=True, leave=False)
+        """A bar on a terminal, a plain line now and then elsewhere (patchgate.progress)."""
+        return progress.progress(total, desc, self.opts.quiet)
 
 
 @dataclass
@@ -121,6 +130,9 @@ def run_guard(opts: GuardOptions, run: Run | None = None) -> Verdict:
     stored = {role: store.load(role) for role in baselines.ROLES}
     records = store.history()
     sets, run.notes = plan(patches, prof.engine, stored["current"], stored["best"])
+    untested = _untested(patches, prof.engine, stored["current"])
+    if untested:
+        return _skip(run, untested)
     with Configurations(prof, sets, lambda s: run.enter(s)) as configs:
         configs.start()
         env = environment.fingerprint(prof.engine, prof.device)
@@ -131,6 +143,31 @@ def run_guard(opts: GuardOptions, run: Run | None = None) -> Verdict:
     verdict["timings_s"] = run.timings
     run.enter("writing results")
     _write(opts, store, verdict, measured, configs, stored, env, records)
+    run.enter("done")
+    return verdict
+
+
+def _untested(patches: list[Patch], engine: str, current: dict | None) -> str | None:
+    """Why nothing can be tested: there are new patches, and none of them applies to
+    this profile's engine (None when something can be tested)."""
+    accepted = {(p["name"], p["sha256"]) for p in (current or {}).get("patches", [])}
+    new = [p for p in patches if (p.name, p.sha256) not in accepted]
+    if not new or any(p.applies_to(engine) for p in new):
+        return None
+    names = ", ".join(f"{p.name} (ENGINES={list(p.engines)})" for p in new)
+    return (f"nothing was tested: every new patch is for another engine than this "
+            f"profile's {engine}: {names}; run the gate on a profile of that engine")
+
+
+def _skip(run: Run, reason: str) -> Verdict:
+    from .verdict import skipped_verdict
+
+    verdict = skipped_verdict(run.opts.profile.name, reason)
+    verdict["notes"] = run.notes
+    run.enter("writing results")
+    if run.opts.json_path:
+        storage.atomic_write_many({run.opts.json_path: storage.json_text(
+            verdict, run.opts.json_path)})
     run.enter("done")
     return verdict
 
@@ -154,7 +191,8 @@ def _evaluate(run, prof, configs: Configurations, stored, env, work
         accuracy["mode"] = mode
     compared_with = "current baseline" if not configs.same("current", "reference") or \
         stored["current"] else "reference"
-    verdict = build(prof, latency, accuracy, compared_with=compared_with)
+    verdict = build(prof, latency, accuracy, compared_with=compared_with,
+                    allow_slower=run.opts.allow_slower)
     run.notes.extend(task_notes(accuracy, prof.thresholds.accuracy_reject))
     if latency.same_as_current:
         run.notes.append("the candidate is the current baseline (no new or changed patches): "
@@ -281,7 +319,11 @@ def _write(opts: GuardOptions, store, verdict: Verdict, measured: Measurements,
 
 def _is_new_best(verdict: Verdict) -> bool:
     """An accepted candidate becomes the fastest accepted state unless its score is
-    estimated lower than that state's (or, without one, the current baseline's)."""
+    estimated lower than that state's (or, without one, the current baseline's). An
+    acknowledged slowdown (``--allow-slower``) resets it: later changes are judged
+    against the state the maintainer accepted, not the one before."""
+    if verdict.get("allowed_slower"):
+        return True
     block = verdict["latency"]
     against = block["best"] or block["score"]
     return against["ratio"] <= 1.0

@@ -1,6 +1,6 @@
 """Trend plot: score and latency per logged change, for the README and PR artifacts.
 
-    patchgate plot --profile h200-default                       # -> docs/trend.png
+    patchgate plot --profile h200-default               # -> docs/trend-h200-default.png
     patchgate plot --profile h200-default --verdict verdict.json --out trend.png
 
 Reads ``baselines/<profile>/history.jsonl`` (one line per logged change, written by
@@ -16,7 +16,9 @@ The first point is the reference (score 100, every ratio 1.0). Without a history
 verdict JSON (e.g. a pull request's run) as the last point, marked "this change".
 Where the score of the accepted states shifted (E-divisive over the history,
 :func:`patchgate.history.change_points`), a dotted line marks the first change after
-the shift in both panels.
+the shift in both panels; a dash-dotted line marks where the model files or the task
+data changed (the records' workload fingerprints differ): scores across it are not
+comparable.
 """
 
 from __future__ import annotations
@@ -83,6 +85,18 @@ def read_history(path: Path) -> list[dict]:
     return hist.read(path)
 
 
+def workload_marks(history: list[dict]) -> list[int]:
+    """Point indices (the reference is 0) of the first change measured on other model
+    files or task data than the change before it (a retrained model, regenerated
+    tasks): scores on either side are not comparable."""
+    marks = []
+    for i in range(1, len(history)):
+        a, b = history[i - 1].get("workload"), history[i].get("workload")
+        if a and b and a != b:
+            marks.append(1 + i)
+    return marks
+
+
 def drift_marks(history: list[dict]) -> list[int]:
     """Point indices (the reference is 0) where a change point in the accepted score
     begins."""
@@ -115,9 +129,10 @@ def trend_points(history: list[dict], current: dict | None = None,
 
 
 def draw(points: list[Point], outputs: list[Path], title: str,
-         drift: list[int] | None = None) -> None:
+         drift: list[int] | None = None, workload: list[int] | None = None) -> None:
     """Two panels (score; latency relative to the reference) into each output file
-    (PNG or SVG, by suffix); ``drift``: point indices where a shift begins."""
+    (PNG or SVG, by suffix); ``drift``: point indices where a shift begins;
+    ``workload``: where the model files or task data changed."""
     for out in outputs:
         if Path(out).suffix.lower() not in (".png", ".svg"):
             raise PatchgateError(f"{out}: unsupported plot format",
@@ -135,6 +150,11 @@ def draw(points: list[Point], outputs: list[Path], title: str,
             for ax in (top, bottom):
                 ax.axvline(at - 0.5, color="tab:orange", linestyle=":", linewidth=1.5,
                            label="drift (E-divisive)" if ax is top and i == 0 else None)
+        for i, at in enumerate(workload or []):
+            for ax in (top, bottom):
+                ax.axvline(at - 0.5, color="0.3", linestyle="-.", linewidth=1.2,
+                           label="model or task data changed" if ax is top and i == 0
+                           else None)
         _score_panel(top, points)
         _latency_panel(bottom, points)
         x, labels = tick_labels(points)
@@ -252,7 +272,8 @@ def write_plot(baselines_dir: Path, profile: str, outputs: list[Path],
             f"current.json under {Path(baselines_dir) / profile}",
             f"accept a change first (`patchgate guard --profile {profile} --accept`) "
             "or pass --verdict")
-    draw(points, outputs, f"patchgate trend: {profile}", drift_marks(history))
+    draw(points, outputs, f"patchgate trend: {profile}", drift_marks(history),
+         workload_marks(history))
     return outputs
 
 

@@ -107,9 +107,21 @@ def task_rows(verdict: dict) -> list[list[str]]:
              f"{100 * v['ratio']:.1f} %"] for t, v in a.get("per_task", {}).items()]
 
 
+def allowed_lines(verdict: dict) -> list[str]:
+    allowed = verdict.get("allowed_slower")
+    if not allowed:
+        return []
+    found = allowed.get("slowdowns") or []
+    head = (f"slower, and allowed by the maintainer: {allowed['reason']}" if found else
+            f"--allow-slower given ({allowed['reason']}), but nothing was slower")
+    return [head] + [f"  {x}" for x in found]
+
+
 def _summary(verdict: dict) -> str:
     if verdict["verdict"] == "error":
         return "ERROR"
+    if verdict["verdict"] == "skipped":
+        return "SKIPPED  (nothing was tested)"
     s = verdict["S"]
     return (f"{verdict['verdict'].upper()}  score {verdict['score']:.1f}  "
             f"(S1 {s['1']:.1f}, S8 {s['8']:.1f}, Sinf {s['inf']:.1f}, C {verdict['C']:.2f})")
@@ -127,6 +139,7 @@ def render_terminal(verdict: dict) -> str:
         out.append(tabulate(task_rows(verdict),
                             headers=["task", "metric", "reference", "new", "ratio"],
                             tablefmt="simple", disable_numparse=True))
+    out += allowed_lines(verdict)
     for note in verdict.get("notes", []):
         out.append(f"note: {note}")
     out.append("")
@@ -137,16 +150,19 @@ def render_terminal(verdict: dict) -> str:
 
 def render_markdown(verdict: dict) -> str:
     """The PR comment / job summary. Starts with a marker so a bot can update it in place."""
-    icon = {"accepted": "✅", "rejected": "❌"}.get(verdict["verdict"], "⚠️")
+    icon = {"accepted": "✅", "rejected": "❌", "skipped": "⏭️"}.get(verdict["verdict"], "⚠️")
     out = ["<!-- patchgate-report -->",
            f"## {icon} patchgate: {verdict['verdict']} ({verdict.get('profile', '?')})", ""]
-    if verdict["verdict"] != "error":
+    if verdict["verdict"] not in ("error", "skipped"):
         s = verdict["S"]
         out.append(f"**score {verdict['score']:.1f}** = (0.4 x S1 {s['1']:.1f} + 0.3 x S8 "
                    f"{s['8']:.1f} + 0.3 x Sinf {s['inf']:.1f}) x C {verdict['C']:.2f}")
         out.append("")
     if verdict["reasons"]:
         out += [f"- {r}" for r in verdict["reasons"]] + [""]
+    if allowed_lines(verdict):
+        out += ["- " + allowed_lines(verdict)[0]] + [f"  - {x.strip()}" for x in
+                                                     allowed_lines(verdict)[1:]] + [""]
     if verdict["scenarios"]:
         out.append(tabulate(scenario_rows(verdict), headers=HEADERS, tablefmt="github",
                             disable_numparse=True))

@@ -103,7 +103,7 @@ class Latency(TypedDict):
 
 
 class Verdict(TypedDict, total=False):
-    """The verdict document. ``verdict``: accepted | rejected | error; ``reasons``:
+    """The verdict document. ``verdict``: accepted | rejected | skipped | error; ``reasons``:
     one sentence per failed check; ``scenarios``: :class:`Row` s; ``latency``:
     :class:`Latency`; ``accuracy``: see :func:`accuracy_block`. The gate adds
     ``profile``, ``patches``, ``new_patches``, ``environment``, ``workload``,
@@ -119,6 +119,7 @@ class Verdict(TypedDict, total=False):
     accuracy: dict | None
     scenarios: list[Row]
     latency: Latency
+    allowed_slower: dict  # {"reason": the maintainer's, "slowdowns": [what was found]}
 
 
 def _num(x: float) -> float | None:
@@ -272,9 +273,11 @@ def latency_reasons(scenario_rows: list[Row], block: Latency, compared_with: str
     return out
 
 
-def build(profile: Profile, lat: LatencyResult, accuracy: dict, *, compared_with: str
-          ) -> Verdict:
-    """The verdict: accepted unless accuracy or a latency check fails; reasons in words."""
+def build(profile: Profile, lat: LatencyResult, accuracy: dict, *, compared_with: str,
+          allow_slower: str | None = None) -> Verdict:
+    """The verdict: accepted unless accuracy or a latency check fails; reasons in words.
+    ``allow_slower`` (a maintainer's reason) lets the latency checks pass: what they
+    found is kept under ``allowed_slower``, never the accuracy rule."""
     th = profile.thresholds
     reasons = []
     if accuracy["ratio"] < th.accuracy_reject:
@@ -286,10 +289,15 @@ def build(profile: Profile, lat: LatencyResult, accuracy: dict, *, compared_with
             f", below the {100 * th.accuracy_reject:.0f} % limit")
     scenario_rows = rows(lat)
     block = latency_block(lat, profile)
-    reasons += latency_reasons(scenario_rows, block, compared_with)
+    slow = latency_reasons(scenario_rows, block, compared_with)
+    allowed = None
+    if allow_slower is not None:
+        allowed = {"reason": allow_slower, "slowdowns": slow}
+    else:
+        reasons += slow
     s = speed_scores(scenario_rows, profile.batch_sizes)
     c = accuracy["C"]
-    return {
+    out: Verdict = {
         "schema_version": VERDICT_SCHEMA_VERSION,
         "verdict": "rejected" if reasons else "accepted",
         "reasons": reasons,
@@ -300,6 +308,17 @@ def build(profile: Profile, lat: LatencyResult, accuracy: dict, *, compared_with
         "scenarios": scenario_rows,
         "latency": block,
     }
+    if allowed is not None:
+        out["allowed_slower"] = allowed
+    return out
+
+
+def skipped_verdict(profile_name: str, reason: str) -> Verdict:
+    """The verdict of a run with nothing to test: every new patch is for another engine.
+    Not tested is not accepted: ``skipped`` (exit 0), nothing measured or written."""
+    return {"schema_version": VERDICT_SCHEMA_VERSION, "profile": profile_name,
+            "verdict": "skipped", "reasons": [reason], "score": None, "S": None, "C": None,
+            "accuracy": None, "scenarios": []}
 
 
 def error_verdict(profile_name: str, message: str) -> Verdict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 
 from ..errors import PatchgateError
 from ..patches import apply_patches, merged_server_args
@@ -24,6 +25,10 @@ class TransformersEngine(Timed):
     def __init__(self, profile, patches, label: str):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        if not sys.stderr.isatty():  # no "Loading weights" bar redrawn into a log
+            hf_logging.disable_progress_bar()
 
         self.label = label
         args = merged_server_args(patches, self.name)
