@@ -72,7 +72,8 @@ def test_new_patches_for_another_engine_only_are_skipped_not_accepted(tmp_path, 
     folder = tmp_path / "patches"
     folder.mkdir()
     (folder / "0001-fp8-kv.py").write_text(
-        '"""FP8 KV cache."""\nENGINES = ("sglang",)\nSERVER_ARGS = {"kv_cache_dtype": "fp8_e4m3"}\n')
+        '"""FP8 KV cache."""\nENGINES = ("sglang",)\n'
+        'SERVER_ARGS = {"kv_cache_dtype": "fp8_e4m3"}\n')
     out = tmp_path / "v.json"
     code = main(["guard", "--patches", str(folder), "--baselines", str(tmp_path / "b"),
                  "--changelog", str(tmp_path / "CHANGELOG.md"), "--json", str(out),
