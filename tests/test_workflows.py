@@ -129,8 +129,11 @@ def test_gpu_guard_runs_behind_the_protected_environment():
     assert guard["permissions"] == {"contents": "read"}
     runs = " ".join(s.get("run", "") for s in guard["steps"])
     assert "patchgate model grow --shape minicpm4-8b" in runs
-    assert "patchgate guard --profile h200-minicpm8b --json verdict.json --markdown report.md" \
-        in runs
+    assert "args=(--profile h200-minicpm8b --json verdict.json --markdown report.md)" in runs
+    assert 'patchgate guard "${args[@]}"' in runs
+    # the maintainer's label maps to --allow-slower, and (un)labelling reruns the check
+    assert '--allow-slower "PR $PR_NUMBER labelled allow-slower: $PR_TITLE"' in runs
+    assert {"labeled", "unlabeled"} <= set(doc["on"]["pull_request"]["types"])
     assert "secrets." not in re.sub(r"#.*", "", (WORKFLOWS / "gpu-guard.yml").read_text())
 
 
