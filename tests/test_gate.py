@@ -314,3 +314,18 @@ def test_a_class_level_patch_reaches_only_the_candidate(work):
     assert v["verdict"] == "rejected"
     dec = {r["name"]: r for r in v["scenarios"] if r["phase"] == "decode"}
     assert dec["decode_b1"]["regressed"] and dec["decode_b1"]["ratio"] > 1.3
+
+
+def test_attribution_gives_each_new_patch_its_own_effect(work, capsys):
+    """Two new patches, a neutral one and a decode slowdown: --attribute measures
+    0001 alone and 0001+0002 and says which one cost the time."""
+    v = run_guard(opts(work, GATE / "two_new", attribute=True, quiet=False))
+    assert v["verdict"] == "rejected"
+    first, second = v["attribution"]
+    assert (first["patch"], second["patch"]) == ("0001-silu-module.py", "0002-slow-decode.py")
+    assert second["scenarios"]["decode_b1"]["ratio"] > 1.5
+    assert first["scenarios"]["decode_b1"]["ratio"] < 1.3
+    assert second["score_change"] < -0.1 < first["score_change"]
+    assert first["accuracy_change"] == 0 and second["accuracy_ratio"] == 1.0
+    err = capsys.readouterr().err
+    assert "--attribute: 2 new patches, so 1 more engine(s)" in err.replace("\n", " ")

@@ -36,6 +36,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="append a change-log entry whatever the verdict (baselines "
                    "change only with --accept)")
     g.add_argument("--rounds", type=int, help="timed rounds per scenario (profile default)")
+    g.add_argument("--attribute", action="store_true",
+                   help="with several new patches: also measure them one prefix at a time "
+                   "(0001, 0001+0002, ...) and give each its own latency and accuracy change")
     g.add_argument("--allow-slower", metavar="REASON",
                    help="let a latency regression pass, for this reason (it goes into the "
                    "change log and the report); never bypasses the accuracy rule")
@@ -157,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
                             baselines_dir=args.baselines, changelog=args.changelog,
                             json_path=args.json, accept=args.accept, record=args.record,
                             force_environment=args.force_environment, quiet=args.quiet,
-                            allow_slower=args.allow_slower)
+                            allow_slower=args.allow_slower, attribute=args.attribute)
         run = Run(opts)
         verdict = run_guard(opts, run)
         print_report(verdict)

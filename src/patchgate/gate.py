@@ -25,6 +25,7 @@ from pathlib import Path
 from . import accuracy as acc
 from . import (
     agreement,
+    attribution,
     baselines,
     calibration,
     changelog,
@@ -55,6 +56,7 @@ class GuardOptions:
     force_environment: bool = False
     quiet: bool = False
     allow_slower: str | None = None  # a maintainer's reason: latency regressions pass
+    attribute: bool = False  # also measure the new patches one prefix at a time
 
 
 @dataclass
@@ -133,11 +135,16 @@ def run_guard(opts: GuardOptions, run: Run | None = None) -> Verdict:
     untested = _untested(patches, prof.engine, stored["current"])
     if untested:
         return _skip(run, untested)
+    new = [p for p in sets["candidate"] if p not in sets["current"]]
+    if opts.attribute and len(new) > 1:
+        run.say(f"[patchgate] {attribution.cost(prof, new)}")
     with Configurations(prof, sets, lambda s: run.enter(s)) as configs:
         configs.start()
         env = environment.fingerprint(prof.engine, prof.device)
         work = workload.fingerprint(prof.model_path(), _task_path(prof), prof.model)
         verdict, measured = _evaluate(run, prof, configs, stored, env, work)
+        if opts.attribute:
+            _attribute(run, prof, configs, new, verdict, measured)
     verdict["history"] = {"change_points": history.change_points(records)}
     verdict["calibration"] = calibration.quote(store)
     verdict["timings_s"] = run.timings
@@ -145,6 +152,26 @@ def run_guard(opts: GuardOptions, run: Run | None = None) -> Verdict:
     _write(opts, store, verdict, measured, configs, stored, env, records)
     run.enter("done")
     return verdict
+
+
+def _attribute(run: Run, prof, configs: Configurations, new: list[Patch], verdict: Verdict,
+               measured: Measurements) -> None:
+    if len(new) < 2:
+        run.notes.append(f"--attribute: {len(new)} new patch(es): the verdict is its effect")
+        return
+    if prof.guard != "lm_eval":
+        run.notes.append("--attribute: the accuracy of each prefix needs the lm_eval guard; "
+                         "latency only")
+    run.enter(f"attribution: {len(new)} new patches, one prefix at a time")
+
+    def accuracy(engine):
+        if prof.guard != "lm_eval":
+            return {"mean": 0.0}
+        return _accuracy(run, prof, engine)
+
+    verdict["attribution"] = attribution.run(
+        prof, configs, new, accuracy, measured.accuracy["reference"],
+        measured.accuracy["candidate"], run.progress, run.say)
 
 
 def _untested(patches: list[Patch], engine: str, current: dict | None) -> str | None:

@@ -107,6 +107,23 @@ def task_rows(verdict: dict) -> list[list[str]]:
              f"{100 * v['ratio']:.1f} %"] for t, v in a.get("per_task", {}).items()]
 
 
+def attribution_rows(verdict: dict) -> list[list[str]]:
+    """One row per new patch (``--attribute``): its effect on top of the patches before it."""
+    rows = []
+    for a in verdict.get("attribution") or []:
+        worst = max(a["scenarios"].items(), key=lambda kv: kv[1]["ratio"])
+        best = min(a["scenarios"].items(), key=lambda kv: kv[1]["ratio"])
+        rows.append([a["patch"], f"{100 * a['score_change']:+.1f} %",
+                     f"{best[0]} {best[1]['ratio']:.3f}", f"{worst[0]} {worst[1]['ratio']:.3f}",
+                     f"{100 * a['accuracy_change']:+.2f} pts",
+                     f"{100 * a['accuracy_ratio']:.2f} %"])
+    return rows
+
+
+ATTRIBUTION_HEADERS = ["patch (in stack order)", "score change", "fastest scenario",
+                       "slowest scenario", "accuracy change", "accuracy after"]
+
+
 def allowed_lines(verdict: dict) -> list[str]:
     allowed = verdict.get("allowed_slower")
     if not allowed:
@@ -140,6 +157,9 @@ def render_terminal(verdict: dict) -> str:
                             headers=["task", "metric", "reference", "new", "ratio"],
                             tablefmt="simple", disable_numparse=True))
     out += allowed_lines(verdict)
+    if attribution_rows(verdict):
+        out.append(tabulate(attribution_rows(verdict), headers=ATTRIBUTION_HEADERS,
+                            tablefmt="simple", disable_numparse=True))
     for note in verdict.get("notes", []):
         out.append(f"note: {note}")
     out.append("")
@@ -175,6 +195,11 @@ def render_markdown(verdict: dict) -> str:
                             headers=["task", "metric", "reference", "new", "ratio"],
                             tablefmt="github", disable_numparse=True))
         out.append("")
+    if attribution_rows(verdict):
+        out += ["Each new patch on top of the ones before it (`--attribute`; descriptive, "
+                "the verdict is on the whole change):", "",
+                tabulate(attribution_rows(verdict), headers=ATTRIBUTION_HEADERS,
+                         tablefmt="github", disable_numparse=True), ""]
     patches = verdict.get("patches", {})
     if patches.get("candidate"):
         out.append("Patches: " + ", ".join(f"`{p['name']}`" for p in patches["candidate"]))

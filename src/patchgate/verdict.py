@@ -120,6 +120,7 @@ class Verdict(TypedDict, total=False):
     scenarios: list[Row]
     latency: Latency
     allowed_slower: dict  # {"reason": the maintainer's, "slowdowns": [what was found]}
+    attribution: list[dict]  # --attribute: per new patch, its prefix's effect (descriptive)
 
 
 def _num(x: float) -> float | None:
