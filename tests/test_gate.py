@@ -316,10 +316,14 @@ def test_a_class_level_patch_reaches_only_the_candidate(work):
     assert dec["decode_b1"]["regressed"] and dec["decode_b1"]["ratio"] > 1.3
 
 
-def test_attribution_gives_each_new_patch_its_own_effect(work, capsys):
+def test_attribution_gives_each_new_patch_its_own_effect(work, tmp_path, capsys):
     """Two new patches, a neutral one and a decode slowdown: --attribute measures
     0001 alone and 0001+0002 and says which one cost the time."""
-    v = run_guard(opts(work, GATE / "two_new", attribute=True, quiet=False))
+    two = tmp_path / "two_new"
+    two.mkdir()
+    shutil.copy(GATE / "neutral" / "0001-silu-module.py", two / "0001-silu-module.py")
+    shutil.copy(GATE / "slow_decode" / "0001-slow-decode.py", two / "0002-slow-decode.py")
+    v = run_guard(opts(work, two, attribute=True, quiet=False))
     assert v["verdict"] == "rejected"
     first, second = v["attribution"]
     assert (first["patch"], second["patch"]) == ("0001-silu-module.py", "0002-slow-decode.py")

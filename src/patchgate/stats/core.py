@@ -266,6 +266,18 @@ def compare_latency(
     )
 
 
+def lower_cut(counts: Sequence[int], total: int, a: float) -> int:
+    """From a null distribution given as counts of each statistic value 0, 1, 2, ...
+    (out of ``total``): the largest k with P(statistic <= k - 1) <= ``a``. A one-sided
+    bound at level ``a`` leaves out the k smallest of the sorted estimates (0: there is
+    no bound at this sample size and level)."""
+    k, below = 0, 0
+    while k < len(counts) and below + counts[k] <= a * total:
+        below += counts[k]
+        k += 1
+    return k
+
+
 def shift_interval(candidate: Sequence[float], baseline: Sequence[float], a: float
                    ) -> tuple[float, float, float]:
     """Unpaired: the two-sample Hodges-Lehmann estimate of log(candidate / baseline)
@@ -278,11 +290,7 @@ def shift_interval(candidate: Sequence[float], baseline: Sequence[float], a: flo
     diffs = sorted(x - y for x in c for y in b)
     n1, n2 = len(c), len(b)
     if n1 <= _EXACT_MAX_N and n2 <= _EXACT_MAX_N:
-        counts, total = _u_counts(n1, n2), math.comb(n1 + n2, n1)
-        k, below = 0, 0
-        while k < len(counts) and below + counts[k] <= a * total:
-            below += counts[k]
-            k += 1
+        k = lower_cut(_u_counts(n1, n2), math.comb(n1 + n2, n1), a)
     else:
         sd = math.sqrt(n1 * n2 * (n1 + n2 + 1) / 12)
         k = max(0, math.floor(n1 * n2 / 2 + 0.5 - NormalDist().inv_cdf(1 - a) * sd))

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from .core import _nonempty, median
+from .core import _nonempty, lower_cut, median
 
 EXACT_MAX_N = 60  # exact signed-rank distribution up to this many pairs (no ties)
 SLOWER, FASTER, EQUIVALENT, UNDECIDED = "slower", "faster", "equivalent", "undecided"
@@ -129,13 +129,7 @@ def _cut(n: int, a: float) -> int:
     """How many Walsh averages a one-sided bound at level ``a`` leaves out on its side:
     the largest k with P(W+ <= k - 1) <= a (0: no finite bound at this n and level)."""
     if n <= EXACT_MAX_N:
-        counts = _counts(n)
-        total = 2**n
-        k, below = 0, 0
-        while k < len(counts) and below + counts[k] <= a * total:
-            below += counts[k]
-            k += 1
-        return k
+        return lower_cut(_counts(n), 2**n, a)
     m = n * (n + 1) / 2
     sd = math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
     return max(0, math.floor(m / 2 + 0.5 - NormalDist().inv_cdf(1 - a) * sd))
