@@ -1,8 +1,9 @@
-"""Command line: ``patchgate guard | report | badges | plot | table | fidelity | profiles``.
+"""Command line: ``patchgate guard | check | report | badges | plot | table | fidelity |
+calibrate | profiles | model grow``.
 
-Exit codes: 0 accepted (or a command that succeeded), 1 rejected, 2 error (bad
-input, engine failure, interruption). Errors are printed once, as
-``ERROR <what went wrong>`` and a hint, without a traceback.
+Exit codes: 0 accepted, skipped (nothing to test) or a command that succeeded; 1
+rejected; 2 error (bad input, engine failure, interruption). Errors are printed once,
+as ``ERROR <what went wrong>`` and a hint, without a traceback.
 """
 
 from __future__ import annotations
@@ -15,13 +16,34 @@ from .config import PROFILES, get_profile, repo_root
 from .errors import EXIT_ACCEPTED, EXIT_ERROR, EXIT_REJECTED, PatchgateError
 from .fidelity import BENCHES
 
+EXIT_CODES = ("exit codes: 0 accepted, skipped (no new patch for this engine) or done; "
+              "1 rejected; 2 error (bad input, engine failure, Ctrl-C)")
+
+
+def _epilog() -> str:
+    names = ", ".join(sorted(PROFILES))
+    return f"{EXIT_CODES}. profiles: {names} (`patchgate profiles` describes them)."
+
 
 def _parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     root = repo_root()
-    ap = argparse.ArgumentParser(prog="patchgate", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="patchgate", epilog=_epilog(),
+        description="An accuracy-guarded performance-regression gate for LLM inference "
+        "optimizations: six latency scenarios and an lm-eval accuracy guard per change.")
+    ap.add_argument("--version", action="version", version=f"patchgate {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
 
-    g = sub.add_parser("guard", help="run the gate on a profile: six scenarios + accuracy guard")
+    ck = sub.add_parser("check", help="validate the patch folder only (fast: no model, no "
+                        "measurement); for pre-commit and the first CI step",
+                        epilog=EXIT_CODES)
+    ck.add_argument("--patches", type=Path, default=root / "model_patches",
+                    help="folder of NNNN-slug.py patches (default: model_patches/)")
+
+    g = sub.add_parser("guard", help="run the gate on a profile: six scenarios + accuracy guard",
+                       epilog=_epilog())
     g.add_argument("--profile", default="default", help="profile name (see `patchgate profiles`)")
     g.add_argument("--patches", type=Path, default=root / "model_patches",
                    help="folder of NNNN-slug.py patches (default: model_patches/)")
@@ -142,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
             return _table(args)
         if args.command == "fidelity":
             return _fidelity(args)
+        if args.command == "check":
+            return _check(args)
         if args.command == "calibrate":
             return _calibrate(args)
         if args.command == "model":
@@ -284,6 +308,18 @@ def _model_grow(args) -> int:
     how = "built" if done.built else "found in the cache"
     print(f"{args.shape}: {how} in {done.seconds:.1f} s", file=sys.stderr)
     print(done.path)
+    return EXIT_ACCEPTED
+
+
+def _check(args) -> int:
+    from .patches import discover
+
+    patches = discover(args.patches)
+    for p in patches:
+        engines = ", ".join(p.engines)
+        args_ = f"; SERVER_ARGS {p.server_args}" if p.server_args else ""
+        print(f"ok  {p.name}: {p.title} (engines: {engines}{args_})")
+    print(f"{len(patches)} patch(es) in {args.patches}: valid")
     return EXIT_ACCEPTED
 
 
