@@ -211,7 +211,7 @@ def quote(store: baselines.BaselineStore) -> dict | None:
         return None
     kinds = doc["summary"]["kinds"]
     parts = []
-    for label, k in kinds.items():
+    for label, k in sorted(kinds.items(), key=lambda kv: kv[1]["planted"]):
         if k["planted"] == 0:
             parts.append(f"{k['rejected']}/{k['runs']} false alarms")
         else:
@@ -255,7 +255,8 @@ def render(doc: dict) -> str:
     rows = [[label, f"{k['rejected']}/{k['runs']}", f"{100 * k['rate']:.0f} %",
              f"{100 * k['low']:.0f}-{100 * k['high']:.0f} %",
              f"{k['median_score_ratio']:.3f}"]
-            for label, k in doc["summary"]["kinds"].items()]
+            for label, k in sorted(doc["summary"]["kinds"].items(),
+                                   key=lambda kv: kv[1]["planted"])]
     s = doc["settings"]
     lines = [f"profile {doc['profile']}: {s['rounds']} rounds a look, up to {s['max_looks']} "
              f"looks, threshold {100 * s['threshold']:g} %, alpha {s['alpha']}, "

@@ -57,18 +57,27 @@ class Configurations:
         return self.keys[a] == self.keys[b]
 
     # ------------------------------------------------------------------ engines
-    def start(self) -> None:
-        """(Re)start one engine per distinct patch set, each in fresh processes."""
-        self.close()
+    def start(self, labels: tuple[str, ...] | None = None) -> None:
+        """(Re)start one engine per distinct patch set of ``labels`` (all by default),
+        each in fresh processes; the engines of other labels keep running."""
+        keys = {self.keys[lb] for lb in (labels or self.labels)}
+        for key in keys:
+            eng = self._engines.pop(key, None)
+            if eng is not None:
+                eng.close()
         self.starts += 1
-        names = self.names()
-        for name in names:
+        share = 1 / len(self.names())
+        started = []
+        for name in self.names():
             label = name.split("+")[0]
+            if self.keys[label] not in keys:
+                continue
             self._say(f"loading engine for {name} ({len(self.sets[label])} patches)"
                       + (" in fresh processes" if self.starts > 1 else ""))
-            self._engines[self.keys[label]] = load_engine(self.profile, self.sets[label],
-                                                          label, share=1 / len(names))
-        for eng in self._engines.values():  # engines in worker processes load in parallel
+            eng = load_engine(self.profile, self.sets[label], label, share=share)
+            self._engines[self.keys[label]] = eng
+            started.append(eng)
+        for eng in started:  # engines in worker processes load in parallel
             if hasattr(eng, "ready"):
                 eng.ready()
 

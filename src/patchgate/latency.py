@@ -187,8 +187,8 @@ def _confirm(configs, prof, result: LatencyResult, against, progress, say) -> No
         return
     items_all = sorted({i for items in flagged.values() for i in items})
     say(f"slower: {', '.join(items_all)}; measuring again in fresh engine processes")
-    configs.start()
     labels = ("candidate", *flagged)
+    configs.start(labels)
     use = configs.by_name(labels)
     th = prof.thresholds
     pend = _needed(items_all, result.scenarios)
