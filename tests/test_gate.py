@@ -40,8 +40,9 @@ PROFILE = get_profile("default").with_overrides(
 
 
 def opts(tmp: Path, patches: Path, **kw) -> GuardOptions:
+    kw.setdefault("quiet", True)
     return GuardOptions(profile=PROFILE, patches_dir=patches, baselines_dir=tmp / "baselines",
-                        changelog=tmp / "CHANGELOG.md", quiet=True, **kw)
+                        changelog=tmp / "CHANGELOG.md", **kw)
 
 
 @pytest.fixture(scope="session")
@@ -265,7 +266,8 @@ def test_broken_patch_file_fails_before_any_benchmark(work, capsys):
     before = snapshot(work)
     assert cli(work, FIX / "patches" / "syntax_error", "--accept") == 2
     err = capsys.readouterr().err
-    assert err.startswith("ERROR patch") and "0001-broken.py" in err
+    errors = [line for line in err.splitlines() if line.startswith("ERROR")]
+    assert errors and errors[0].startswith("ERROR patch") and "0001-broken.py" in errors[0]
     assert "latency" not in err
     assert snapshot(work) == before
 

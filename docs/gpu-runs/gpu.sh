@@ -17,18 +17,26 @@
 #   bash docs/gpu-runs/gpu.sh grow [SHAPE]           # grow models/default (minicpm4-8b), timed
 #   bash docs/gpu-runs/gpu.sh compare NAME BASE      # latencies and accuracy of two verdicts
 #   bash docs/gpu-runs/gpu.sh pack                   # baselines + logs -> $OUT
+#   bash docs/gpu-runs/gpu.sh bg STEP [args]         # a step in the background, from a copy
+#   bash docs/gpu-runs/gpu.sh wait SECONDS           # follow it that long, then pack
+#   bash docs/gpu-runs/gpu.sh issue15                # grow, FP8, int4, mixed (use with bg)
 #
 # Verdicts, logs, baselines and the change log of the GPU profiles accumulate in
 # /tmp/logs and /tmp/bl across steps (`seed` starts them from the committed
 # baselines/ and CHANGELOG.md, once); `pack` puts them into $OUT (the device tool's
 # output folder, emptied before each command) or /tmp/out. CL=FILE sends a guard's
-# change-log entry elsewhere (planted test patches are not changes of the project).
+# change-log entry elsewhere (planted test patches are not changes of the project);
+# BL=DIR uses other baselines (a trial against the reference only).
+#
+# The device tool re-syncs the working tree on every call and ends a call after 10
+# minutes, so a long sequence runs with `bg` from a copy in /tmp/pg (its output in
+# /tmp/logs/bg.log), and `wait` follows it from the next calls.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONPATH="/tmp/site:$PWD/src:$PWD" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 OUT=${OUT:-/tmp/out}
-BL=/tmp/bl
+BL=${BL:-/tmp/bl}
 mkdir -p "$OUT" "$BL" /tmp/logs
 step=${1:?step}; shift
 
@@ -117,7 +125,8 @@ pick)
   name=$1; shift
   rm -rf "/tmp/pick/$name"; mkdir -p "/tmp/pick/$name"
   for n in "$@"; do
-    cp model_patches/"$n"-*.py docs/rejected_patches/"$n"-*.py "/tmp/pick/$name/" 2>/dev/null
+    cp model_patches/"$n"-*.py docs/rejected_patches/"$n"-*.py docs/gpu-runs/staged/"$n"-*.py \
+      "/tmp/pick/$name/" 2>/dev/null
     ls "/tmp/pick/$name/$n"-*.py > /dev/null || { echo "no patch $n" >&2; exit 2; }
   done
   ls "/tmp/pick/$name"
@@ -165,8 +174,51 @@ print(f"reference accuracy {a['accuracy']['reference']:.4f} vs {b['accuracy']['r
 EOF
   ;;
 pack)
-  tar -C / -czf "$OUT/gpu-results.tar.gz" tmp/bl tmp/logs
+  tar -C / -czf "$OUT/gpu-results.tar.gz" --exclude='*.explain' tmp/bl tmp/bl-* tmp/logs \
+    2>/dev/null
   ls -la "$OUT"
+  ;;
+bg)
+  # a step (or a sequence such as issue15) in the background, from a copy of the tree
+  rm -rf /tmp/pg && mkdir -p /tmp/pg && cp -r docs src models guards model_patches \
+    baselines profiles CHANGELOG.md pyproject.toml /tmp/pg/ 2>/dev/null
+  cd /tmp/pg && setsid nohup bash docs/gpu-runs/gpu.sh "$@" > /tmp/logs/bg.log 2>&1 < /dev/null &
+  echo $! > /tmp/logs/bg.pid
+  sleep 5; echo "started: $*"; tail -n 5 /tmp/logs/bg.log
+  ;;
+wait)
+  # follow the background sequence for up to SECONDS (a call's limit is 600), then pack
+  end=$((SECONDS + ${1:-500})); seen=0
+  running() { kill -0 "$(cat /tmp/logs/bg.pid 2>/dev/null)" 2>/dev/null; }
+  while [ $SECONDS -lt $end ] && running; do
+    sleep 10
+    n=$(wc -l < /tmp/logs/bg.log)
+    [ "$n" -gt "$seen" ] && sed -n "$((seen + 1)),${n}p" /tmp/logs/bg.log \
+      | grep -v "^\s*$" | grep -v "^\[rank\|Capturing\|it/s\]" | tail -n 25
+    seen=$n
+  done
+  running && echo "STILL RUNNING" || echo "DONE"
+  tail -n 5 /tmp/logs/bg.log
+  bash "$0" pack > /dev/null; ls "$OUT"
+  ;;
+issue15)
+  # issue 14's acceptance and issue 15's trades on h200-minicpm8b, in one lease:
+  # the grown checkpoint (timed, then found in the cache); FP8 W8A8 against the
+  # reference (--accept --record: its baselines become the profile's); int4
+  # weight-only and mixed int4/bf16, each against the reference only (BL=/tmp/bl-alt)
+  bash "$0" seed
+  bash "$0" grow; bash "$0" grow
+  bash "$0" pick fp8 0006
+  bash "$0" guard h200-minicpm8b /tmp/pick/fp8 h200-minicpm8b-0006-fp8 --accept --record
+  rm -rf /tmp/bl-alt && mkdir -p /tmp/bl-alt/h200-minicpm8b
+  cp /tmp/bl/h200-minicpm8b/reference.json /tmp/bl-alt/h200-minicpm8b/ 2>/dev/null
+  bash "$0" pick mixed 0008
+  BL=/tmp/bl-alt CL=/tmp/logs/alt-CHANGELOG.md \
+    bash "$0" guard h200-minicpm8b /tmp/pick/mixed h200-minicpm8b-0008-mixed
+  bash "$0" pick int4 0007
+  BL=/tmp/bl-alt CL=/tmp/logs/alt-CHANGELOG.md \
+    bash "$0" guard h200-minicpm8b /tmp/pick/int4 h200-minicpm8b-0007-int4
+  echo "issue15 sequence done"
   ;;
 *)
   echo "unknown step $step" >&2; exit 2
