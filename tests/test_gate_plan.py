@@ -85,3 +85,38 @@ def test_new_patches_for_another_engine_only_are_skipped_not_accepted(tmp_path, 
     assert (tmp_path / "r.md").read_text().startswith(
         "<!-- patchgate-report -->\n## ⏭️ patchgate: skipped (default)")
     assert not (tmp_path / "b").exists() and not (tmp_path / "CHANGELOG.md").exists()
+
+
+def test_accepting_a_skip_notes_the_other_engine_patches_as_seen(tmp_path):
+    """--accept on a skipped run leaves the measurements alone but notes the patches for
+    other engines in the current baseline, so that they are not 'new' on the next run
+    (the CPU profile can never accept an SGLang-only patch by measuring it)."""
+    import json
+    import shutil
+
+    from patchgate.cli import main
+    from patchgate.gate import _untested
+
+    root = Path(__file__).resolve().parent.parent
+    folder = tmp_path / "patches"
+    folder.mkdir()
+    (folder / "0001-fp8-kv.py").write_text(
+        '"""FP8 KV cache."""\nENGINES = ("sglang",)\n'
+        'SERVER_ARGS = {"kv_cache_dtype": "fp8_e4m3"}\n')
+    (tmp_path / "b" / "default").mkdir(parents=True)
+    stored = root / "baselines" / "default" / "current.json"
+    shutil.copy(stored, tmp_path / "b" / "default" / "current.json")
+    patches = discover(folder)
+    assert _untested(patches, "transformers", json.loads(stored.read_text()))
+    code = main(["guard", "--patches", str(folder), "--baselines", str(tmp_path / "b"),
+                 "--changelog", str(tmp_path / "CHANGELOG.md"), "--accept"])
+    assert code == 0
+    after = json.loads((tmp_path / "b" / "default" / "current.json").read_text())
+    before = json.loads(stored.read_text())
+    assert after["scenarios"] == before["scenarios"] and after["patches"] == before["patches"]
+    assert [p["name"] for p in after["extra"]["other_engines"]] == ["0001-fp8-kv.py"]
+    assert _untested(patches, "transformers", after) is None
+    (folder / "0001-fp8-kv.py").write_text(  # changed content: new again
+        '"""FP8 KV cache."""\nENGINES = ("sglang",)\nSERVER_ARGS = {"kv_cache_dtype": "fp8"}\n')
+    assert _untested(discover(folder), "transformers", after)
+    assert not (tmp_path / "CHANGELOG.md").exists()

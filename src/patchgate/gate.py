@@ -134,7 +134,7 @@ def run_guard(opts: GuardOptions, run: Run | None = None) -> Verdict:
     sets, run.notes = plan(patches, prof.engine, stored["current"], stored["best"])
     untested = _untested(patches, prof.engine, stored["current"])
     if untested:
-        return _skip(run, untested)
+        return _skip(run, untested, store, stored["current"], patches)
     new = [p for p in sets["candidate"] if p not in sets["current"]]
     if opts.attribute and len(new) > 1:
         run.say(f"[patchgate] {attribution.cost(prof, new)}")
@@ -149,7 +149,7 @@ def run_guard(opts: GuardOptions, run: Run | None = None) -> Verdict:
     verdict["calibration"] = calibration.quote(store)
     verdict["timings_s"] = run.timings
     run.enter("writing results")
-    _write(opts, store, verdict, measured, configs, stored, env, records)
+    _write(opts, store, verdict, measured, configs, stored, env, records, patches)
     run.enter("done")
     return verdict
 
@@ -174,11 +174,20 @@ def _attribute(run: Run, prof, configs: Configurations, new: list[Patch], verdic
         measured.accuracy["candidate"], run.progress, run.say)
 
 
+def _known(current: dict | None) -> set[tuple[str, str]]:
+    """(name, sha256) of the patches the current baseline has seen: those it contains
+    and those for another engine that were in the folder when it was written."""
+    current = current or {}
+    seen = current.get("patches", []) + current.get("extra", {}).get("other_engines", [])
+    return {(p["name"], p["sha256"]) for p in seen}
+
+
 def _untested(patches: list[Patch], engine: str, current: dict | None) -> str | None:
     """Why nothing can be tested: there are new patches, and none of them applies to
-    this profile's engine (None when something can be tested)."""
-    accepted = {(p["name"], p["sha256"]) for p in (current or {}).get("patches", [])}
-    new = [p for p in patches if (p.name, p.sha256) not in accepted]
+    this profile's engine (None when something can be tested). A patch for another
+    engine that the current baseline has already seen is not new."""
+    known = _known(current)
+    new = [p for p in patches if (p.name, p.sha256) not in known]
     if not new or any(p.applies_to(engine) for p in new):
         return None
     names = ", ".join(f"{p.name} (ENGINES={list(p.engines)})" for p in new)
@@ -186,15 +195,27 @@ def _untested(patches: list[Patch], engine: str, current: dict | None) -> str | 
             f"profile's {engine}: {names}; run the gate on a profile of that engine")
 
 
-def _skip(run: Run, reason: str) -> Verdict:
+def _skip(run: Run, reason: str, store, current: dict | None, patches: list[Patch]
+          ) -> Verdict:
+    """Nothing measured. With ``--accept`` the current baseline notes the patches for
+    other engines as seen (its measurements unchanged), so they are not new next time."""
     from .verdict import skipped_verdict
 
     verdict = skipped_verdict(run.opts.profile.name, reason)
     verdict["notes"] = run.notes
     run.enter("writing results")
+    files = {}
+    if run.opts.accept and current is not None:
+        others = [p.record() for p in skipped(patches, run.opts.profile.engine)]
+        updated = dict(current, extra=dict(current.get("extra", {}), other_engines=others))
+        files.update(store.render_many({"current": updated}))
+        run.notes.append("--accept: the current baseline notes "
+                         f"{', '.join(p['name'] for p in others)} as for other engines "
+                         "(nothing measured)")
     if run.opts.json_path:
-        storage.atomic_write_many({run.opts.json_path: storage.json_text(
-            verdict, run.opts.json_path)})
+        files[run.opts.json_path] = storage.json_text(verdict, run.opts.json_path)
+    if files:
+        storage.atomic_write_many(files)
     run.enter("done")
     return verdict
 
@@ -320,14 +341,15 @@ def _rel(p: Path) -> str:
 
 
 def _write(opts: GuardOptions, store, verdict: Verdict, measured: Measurements,
-           configs: Configurations, stored: dict, env: dict, records: list[dict]) -> None:
+           configs: Configurations, stored: dict, env: dict, records: list[dict],
+           patches: list[Patch]) -> None:
     files: dict[Path, str] = {}
     accepted = verdict["verdict"] == "accepted"
     keep = opts.accept and accepted
     log_it = keep or opts.record
     if keep:
         files.update(store.render_many(_envelopes(opts, verdict, measured, configs, stored,
-                                                  env)))
+                                                  env, patches)))
     if log_it and verdict["new_patches"]:
         old = opts.changelog.read_text(encoding="utf-8") if opts.changelog.exists() else ""
         files[opts.changelog] = changelog.with_entry(old, _entry(verdict, configs.sets))
@@ -357,10 +379,12 @@ def _is_new_best(verdict: Verdict) -> bool:
 
 
 def _envelopes(opts, verdict: Verdict, measured: Measurements, configs: Configurations,
-               stored: dict, env) -> dict[str, dict]:
+               stored: dict, env, patches: list[Patch]) -> dict[str, dict]:
     commit = baselines.git_commit(opts.baselines_dir.parent)
     samples = measured.latency.samples
     scenarios = measured.latency.scenarios
+
+    others = {"other_engines": [p.record() for p in skipped(patches, opts.profile.engine)]}
 
     def envelope(role: str, label: str, accuracy: dict | None, extra: dict) -> dict:
         scen = {s.name: s.record() | {"samples_s": samples[label][s.name]} for s in scenarios}
@@ -373,7 +397,7 @@ def _envelopes(opts, verdict: Verdict, measured: Measurements, configs: Configur
     out = {"reference": envelope("reference", "reference", measured.accuracy["reference"],
                                  {}),
            "current": envelope("current", "candidate", measured.accuracy["candidate"],
-                               summary)}
+                               summary | others)}
     if _is_new_best(verdict):
         out["best"] = envelope("best", "candidate", measured.accuracy["candidate"], summary)
     elif "best" in configs.labels:
