@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from patchgate import explain
+from patchgate import explain, report
+from patchgate.config import Lengths, get_profile
+from patchgate.gate import GuardOptions, run_guard
 from patchgate.profiling import profile_call, trace_tables
 
 FIX = Path(__file__).parent / "fixtures"
@@ -116,3 +118,33 @@ def test_profile_call_sees_pure_python_time_that_torch_profiler_does_not(tmp_pat
     assert line.startswith("+") and "`time.sleep`, 3 calls on both sides" in line
     assert "called from `_work (test_explain.py:" in line and line.endswith("[python]")
     assert block["wall_s"]["candidate"]["python"] > block["wall_s"]["current"]["python"]
+
+
+@pytest.mark.slow
+def test_explain_names_the_slowed_function_of_the_planted_slow_decode(tmp_path):
+    """The gate with --explain on tests/fixtures/gate/slow_decode (3 ms of time.sleep in
+    ``slow_forward`` on every decode step): decode is slower, and its explanation names
+    ``slow_forward``; both sides' traces are kept beside the verdict."""
+    prof = get_profile("default").with_overrides(
+        lengths=Lengths(prefill_input=64, prefill_output=1, decode_input=8, decode_output=12),
+        rounds=10, max_looks=1, confirm=False)
+    v = run_guard(GuardOptions(profile=prof, patches_dir=FIX / "gate" / "slow_decode",
+                               baselines_dir=tmp_path / "baselines",
+                               changelog=tmp_path / "CHANGELOG.md", quiet=True,
+                               json_path=tmp_path / "v.json", explain=True))
+    ex = v["explain"]
+    assert ex["folder"] == "v.explain"
+    explained = {s["name"]: s for s in ex["scenarios"]}
+    assert "decode_b1" in explained, (ex, [(r["name"], r["outcome"]) for r in v["scenarios"]])
+    top = explained["decode_b1"]["top"]
+    assert any("slow_forward" in line for line in top), top
+    for label in ("current", "candidate"):
+        for name in ("torch.trace.json", "python.prof"):
+            assert (tmp_path / "v.explain" / "decode_b1" / label / name).is_file()
+    # profiling never changes the verdict: the samples are the timed rounds only
+    assert {r["rounds"] for r in v["scenarios"]} == {10}
+    saved = json.loads((tmp_path / "v.json").read_text())
+    assert saved["explain"]["scenarios"][0]["top"] == ex["scenarios"][0]["top"]
+    text = report.render_terminal(v)
+    assert "explain (one profile of each side; traces in v.explain/)" in text
+    assert "slow_forward" in text

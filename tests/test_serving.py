@@ -368,6 +368,21 @@ def test_explain_profiles_both_servers_and_names_the_extra_kernel(tmp_path):
         assert (tmp_path / "v.explain" / trace).is_file()
 
 
+def test_cli_refuses_the_serving_set_where_it_cannot_run(tmp_path, capsys):
+    from patchgate.cli import main
+
+    common = ["--baselines", str(tmp_path / "b"), "--changelog", str(tmp_path / "C.md")]
+    assert main(["guard", "--scenarios", "serving", *common]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR profile default: the serving scenario set runs SGLang "
+                          "servers; this profile's engine is transformers")
+    assert "hint: use an SGLang profile" in err
+    assert main(["guard", "--profile", "h200-minicpm8b", "--scenarios", "serving",
+                 "--accept", *common]) == 2
+    assert "--accept: not with the serving scenario set yet" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+
+
 def test_serving_items_are_weighted_as_the_contest_weighs_s1_s8_sinf():
     scen = make_scenarios(DUMMY)
     same = {s.name: [1.0 + 0.01 * i for i in range(12)] for s in scen}
