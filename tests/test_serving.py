@@ -398,3 +398,25 @@ def test_serving_items_are_weighted_as_the_contest_weighs_s1_s8_sinf():
     # 12 paired rounds: a serving scenario's share of alpha is reachable (1/3 of Holm's rest)
     assert latency._power_notes(12, res.alpha_look, 3) == []
     assert latency._power_notes(6, res.alpha_look, 3)
+
+
+def test_commands_to_run_alone_and_their_comparison(tmp_path, capsys):
+    from patchgate.serving import commands
+
+    cmds = commands.commands(DUMMY, tmp_path, port=30000)
+    assert [c[2] for c in cmds] == ["sglang.launch_server"] + ["sglang.bench_serving"] * 3
+    assert cmds[0][cmds[0].index("--mem-fraction-static") + 1] == "0.8"  # the whole GPU
+    assert cmds[2][cmds[2].index("--output-file") + 1] == str(tmp_path / "serving_c8.jsonl")
+    assert commands.main(["--profile", "h200-minicpm8b-dummy", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == 4 and printed[1].startswith("python3 -m sglang.bench_serving")
+
+    verdict_doc = {"serving": {"scenarios": [
+        {"name": "serving_c1", "configurations": {"reference": {"duration_s": 24.0}}}]}}
+    (tmp_path / "serving_c1.jsonl").write_text(
+        "".join(json.dumps({"duration": d}) + "\n" for d in (24.3, 24.6, 24.1)))
+    (row,) = commands.compare(verdict_doc, tmp_path)
+    assert row == {"name": "serving_c1", "gate_s": 24.0, "alone_s": 24.3, "runs": 3,
+                   "ratio": pytest.approx(1.0125)}
+    with pytest.raises(PatchgateError, match="no serving block"):
+        commands.compare({}, tmp_path)

@@ -43,6 +43,11 @@ from ..profiling import sglang_traces, trace_tables
 from . import bench, server
 from .scenarios import batch_sizes, make_scenarios
 
+# Forward steps one --explain profile covers (SGLang stops its profiler after them):
+# the same first steps on both sides (bench_serving's warm-up request, then the
+# dataset), and a trace of tens of MB instead of every step of the run.
+PROFILE_STEPS = 128
+
 
 def sglang_server(profile, patches, port: int, share: float) -> list[str]:
     return server.launch_command(profile, patches, port, share, known_server_args())
@@ -145,11 +150,14 @@ class ServingConfigurations(Configurations):
         folder = Path(folder).resolve()
         folder.mkdir(parents=True, exist_ok=True)
         since = time.time()
-        srv.post("/start_profile", {"output_dir": str(folder), "activities": ["CPU", "GPU"]})
+        srv.post("/start_profile", {"output_dir": str(folder), "activities": ["CPU", "GPU"],
+                                    "num_steps": PROFILE_STEPS})
         try:
             result = self.bench(srv, scenario)
         finally:
-            srv.post("/stop_profile")
+            # after num_steps the profiler has stopped itself; an answer other than 200
+            # here says so and is no error
+            srv.request("/stop_profile")
         traces = sglang_traces(folder, since)
         if not traces:
             raise PatchgateError(f"SGLang server for {srv.describe()}: its profiler wrote no "

@@ -225,6 +225,11 @@ class Server:
         return None if self.proc is None else self.proc.pid
 
     # ------------------------------------------------------------------ requests
+    def request(self, path: str, method: str = "POST", body: dict | None = None,
+                timeout: float = 120.0) -> int | None:
+        """The HTTP status of one request (None if nothing answered); never an error."""
+        return self._status(path, method, body if body is not None else {}, timeout)
+
     def _status(self, path: str, method: str = "GET", body: dict | None = None,
                 timeout: float = 30.0) -> int | None:
         """The HTTP status of one request (None if nothing answered)."""
