@@ -420,3 +420,29 @@ def test_commands_to_run_alone_and_their_comparison(tmp_path, capsys):
                    "ratio": pytest.approx(1.0125)}
     with pytest.raises(PatchgateError, match="no serving block"):
         commands.compare({}, tmp_path)
+
+
+def test_a_server_dies_with_the_gate_that_started_it(tmp_path):
+    """The gate's process killed outright (SIGKILL: no handler, no atexit, no ``with``):
+    its server still gets SIGTERM, from the kernel (PR_SET_PDEATHSIG)."""
+    import subprocess
+
+    script = "\n".join([
+        "import os, signal, sys",
+        f"sys.path[:0] = [{str(ROOT / 'src')!r}]",
+        "from pathlib import Path",
+        "from patchgate.serving import server",
+        "port = server.free_port()",
+        f"cmd = [sys.executable, {str(FAKE / 'fake_server.py')!r}, '--port', str(port)]",
+        f"srv = server.Server('c', [], cmd, port=port, folder=Path({str(tmp_path)!r}))",
+        "srv.start().wait_ready(poll_s=0.1)",
+        "print(srv.pid, flush=True)",
+        "os.kill(os.getpid(), signal.SIGKILL)"])
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60)
+    pid = int(run.stdout.split()[0])
+    for _ in range(100):
+        if not alive(pid):
+            break
+        time.sleep(0.05)
+    assert not alive(pid)

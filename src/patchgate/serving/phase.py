@@ -25,9 +25,12 @@ something else (the tests' fake server and bench client).
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import signal
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -67,7 +70,7 @@ class Launcher:
     server: Callable = sglang_server  # (profile, patches, port, share) -> command
     bench: Callable = sglang_bench  # (server, scenario, profile, output_file) -> command
     env: dict[str, str] = field(default_factory=dict)  # added to the servers' environment
-    grace_s: float = 30.0  # SIGTERM to SIGKILL
+    grace_s: float = 15.0  # SIGTERM to SIGKILL
 
 
 class ServingConfigurations(Configurations):
@@ -210,7 +213,7 @@ def run(profile, sets, progress, say, launcher: Launcher | None = None,
     errors and Ctrl-C too."""
     check(profile)
     scenarios = make_scenarios(profile)
-    with ServingConfigurations(profile, sets, say, launcher) as configs:
+    with _sigterm_interrupts(), ServingConfigurations(profile, sets, say, launcher) as configs:
         configs.start()
         result = lat.run(configs, profile, progress, say, scenarios=scenarios,
                          batch_sizes=batch_sizes(scenarios), timer=configs.timer)
@@ -220,6 +223,24 @@ def run(profile, sets, progress, say, launcher: Launcher | None = None,
             if explicit_folder:
                 block["folder"] = str(explain_dir)
         return Outcome(result, metrics(configs, result), block)
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    """SIGTERM (a CI job cancelled) ends the phase as Ctrl-C does, servers closed on the
+    way out; the previous handler comes back afterwards (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt("SIGTERM")
+
+    old = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _summary(runs: list[bench.BenchResult]) -> dict:

@@ -13,7 +13,9 @@ warm-up is done). A server that exits, or is not ready after
 ``serving.startup_timeout_s``, is an error that names the configuration's patches
 and quotes the end of its log. :meth:`Server.close` ends the whole process group
 (SIGTERM, then SIGKILL after a grace period), so no worker is left behind; it runs
-on errors, on Ctrl-C (the caller's ``with`` block) and, as a last resort, at exit.
+on errors, on Ctrl-C and SIGTERM (the caller's ``with`` block), at exit, and if the
+gate's process dies without any of these, the server gets SIGTERM from the kernel
+(``PR_SET_PDEATHSIG``, Linux).
 """
 
 from __future__ import annotations
@@ -106,7 +108,7 @@ def hook_environment(profile, patches, label: str, folder: Path) -> dict[str, st
     return {"SGLANG_EXTERNAL_MODEL_PACKAGE": pkg, "PYTHONPATH": path}
 
 
-def stop_group(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
+def stop_group(proc: subprocess.Popen, grace_s: float = 15.0) -> None:
     """End ``proc`` and every process of its group: SIGTERM to the group, SIGKILL to
     whatever is left after ``grace_s`` (also children that outlive their leader)."""
     pgid = proc.pid  # started with start_new_session: the group's id is the leader's pid
@@ -131,6 +133,16 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
+def _die_with_parent() -> None:
+    """In the server's process, before SGLang starts: SIGTERM when the gate's process
+    ends, however it ends (Linux ``PR_SET_PDEATHSIG``; SIGKILL leaves no other way).
+    SGLang's own workers die with their parent in turn."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+
+
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     try:
         text = path.read_text(errors="replace")
@@ -144,7 +156,7 @@ class Server:
 
     def __init__(self, label: str, patches, command: list[str], env: dict[str, str] | None = None,
                  port: int | None = None, startup_timeout_s: float = 900.0,
-                 grace_s: float = 30.0, folder: Path | None = None):
+                 grace_s: float = 15.0, folder: Path | None = None):
         self.label = label
         self.patch_names = [p.name for p in patches]
         self.command = list(command)
@@ -169,8 +181,10 @@ class Server:
     def start(self) -> Server:
         self._log = open(self.log_path, "ab")  # noqa: SIM115 (closed in close())
         env = os.environ | self.env
+        linux = sys.platform.startswith("linux")
         self.proc = subprocess.Popen(self.command, stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+                                     stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                                     preexec_fn=_die_with_parent if linux else None)
         _LIVE.add(self)
         return self
 
