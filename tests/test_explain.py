@@ -120,6 +120,29 @@ def test_profile_call_sees_pure_python_time_that_torch_profiler_does_not(tmp_pat
     assert block["wall_s"]["candidate"]["python"] > block["wall_s"]["current"]["python"]
 
 
+def test_the_report_gives_the_top_changes_of_each_explained_scenario():
+    golden = Path(__file__).parent / "golden" / "verdict.json"
+    v = json.loads(golden.read_text())
+    v["explain"] = {"folder": "verdict.explain", "scenarios": [{
+        "name": "decode_b1", "why": "slower: +61.2 % vs the current baseline",
+        "wall_s": {"current": {"torch": 0.0301, "python": 0.0523},
+                   "candidate": {"torch": 0.0649, "python": 0.0950}},
+        "top": ["+33.4 ms: 11 more `time.sleep` calls (0 -> 11), called from "
+                "`slow_forward (0001-slow-decode.py:13)` [python]"],
+        "files": {"current": [], "candidate": []}, "changes": {}}]}
+    text = report.render_terminal(v).splitlines()
+    i = text.index("why it is slower (one profile of each side; traces in verdict.explain/):")
+    assert text[i + 1] == ("  decode_b1 (slower: +61.2 % vs the current baseline); profiled: "
+                           "torch 30.1 -> 64.9 ms; python 52.3 -> 95.0 ms")
+    assert text[i + 2].startswith("    +33.4 ms: 11 more `time.sleep` calls")
+    md = report.render_markdown(v)
+    assert "**Why it is slower (one profile of each side; traces in verdict.explain/):**" in md
+    assert "  - +33.4 ms: 11 more `time.sleep` calls" in md
+    v["explain"] = {"folder": "verdict.explain", "scenarios": [],
+                    "note": "nothing was slower than the current baseline: nothing to explain"}
+    assert "  nothing was slower than the current baseline" in report.render_terminal(v)
+
+
 @pytest.mark.slow
 def test_explain_names_the_slowed_function_of_the_planted_slow_decode(tmp_path):
     """The gate with --explain on tests/fixtures/gate/slow_decode (3 ms of time.sleep in
@@ -146,5 +169,5 @@ def test_explain_names_the_slowed_function_of_the_planted_slow_decode(tmp_path):
     saved = json.loads((tmp_path / "v.json").read_text())
     assert saved["explain"]["scenarios"][0]["top"] == ex["scenarios"][0]["top"]
     text = report.render_terminal(v)
-    assert "explain (one profile of each side; traces in v.explain/)" in text
+    assert "why it is slower (one profile of each side; traces in v.explain/)" in text
     assert "slow_forward" in text

@@ -157,13 +157,16 @@ def serving_lines(verdict: dict) -> list[str]:
             f"{sv['output_len']} out, per run ({sv['bench']}); S = {sv['S']}"]
 
 
+EXPLAIN_HEAD = "why it is slower"
+
+
 def explain_lines(verdict: dict) -> list[str]:
     """``--explain``: per scenario profiled, why, the profiled wall times and the largest
     changes between the current baseline and the candidate."""
     ex = verdict.get("explain")
     if not ex:
         return []
-    out = [f"explain (one profile of each side; traces in {ex['folder']}/):"]
+    out = [f"{EXPLAIN_HEAD} (one profile of each side; traces in {ex['folder']}/):"]
     if ex.get("note"):
         out.append(f"  {ex['note']}")
     for sc in ex.get("scenarios", []):
@@ -252,7 +255,7 @@ def render_markdown(verdict: dict) -> str:
                          disable_numparse=True), ""]
     if explain_lines(verdict):
         head, *rest = explain_lines(verdict)
-        out += [f"**Why** ({head.removeprefix('explain ')})", ""]
+        out += [f"**{head[0].upper()}{head[1:]}**", ""]
         out += [f"- {line.strip()}" if not line.startswith("    ") else f"  - {line.strip()}"
                 for line in rest] + [""]
     if verdict["accuracy"]:
