@@ -446,3 +446,43 @@ def test_a_server_dies_with_the_gate_that_started_it(tmp_path):
             break
         time.sleep(0.05)
     assert not alive(pid)
+
+
+@pytest.mark.slow
+def test_the_gate_runs_the_serving_set_then_the_accuracy_guard(tmp_path, monkeypatch):
+    """``guard --scenarios serving --explain`` end to end, on CPU: the fake servers and
+    bench client stand for SGLang's; the accuracy guard's engines are the default model
+    through transformers (loaded after the servers are gone)."""
+    from patchgate import configs as configs_mod
+    from patchgate.engines.isolated import IsolatedEngine
+    from patchgate.gate import GuardOptions, run_guard
+
+    live = []
+
+    def load(profile, patches, label, share=1.0):
+        assert not server._LIVE, "the servers must be gone before an engine loads"
+        live.append(label)
+        return IsolatedEngine(profile.with_overrides(engine="transformers", device="cpu",
+                                                     dtype="float32"), patches, label)
+
+    monkeypatch.setattr(configs_mod, "load_engine", load)
+    monkeypatch.setattr(phase, "default_launcher", lambda: fake_launcher(tmp_path))
+    prof = SERVING_PROFILE.with_overrides(rounds=10, eval_batch_size=16)
+    v = run_guard(GuardOptions(profile=prof, patches_dir=FIX / "gate" / "slow_decode",
+                               baselines_dir=tmp_path / "b", changelog=tmp_path / "C.md",
+                               quiet=True, json_path=tmp_path / "v.json", explain=True))
+    assert [r["name"] for r in v["scenarios"]] == ["serving_c1", "serving_c8", "serving_cinf"]
+    c1 = v["scenarios"][0]
+    assert c1["outcome"] == "slower" and c1["ratio"] > 1.5 and v["verdict"] == "rejected"
+    assert v["S"]["1"] < 70 and set(v["S"]) == {"1", "8", "inf"}
+    assert v["measured"]["latency"].startswith("sglang.bench_serving against one server")
+    assert set(v["serving"]["scenarios"][0]["configurations"]) == {"candidate", "current",
+                                                                   "reference"}
+    assert v["accuracy"]["ratio"] == 1.0 and live == ["candidate", "current"]
+    # --explain ran on the servers (the fake server's extra kernel), traces beside v.json
+    top = next(s for s in v["explain"]["scenarios"] if s["name"] == "serving_c1")["top"]
+    assert "more `extra_kernel` launches" in top[0]
+    assert (tmp_path / "v.explain" / "serving_c1" / "candidate").is_dir()
+    assert not server._LIVE
+    saved = json.loads((tmp_path / "v.json").read_text())
+    assert saved["serving"] == v["serving"] and saved["verdict"] == "rejected"

@@ -73,6 +73,11 @@ class Launcher:
     grace_s: float = 15.0  # SIGTERM to SIGKILL
 
 
+def default_launcher() -> Launcher:
+    """SGLang's server and bench_serving (the tests replace this function)."""
+    return Launcher()
+
+
 class ServingConfigurations(Configurations):
     """:class:`~patchgate.configs.Configurations` whose "engines" are servers: the same
     labels, names and sharing; ``start()`` (re)starts one server per distinct patch set."""
@@ -80,7 +85,7 @@ class ServingConfigurations(Configurations):
     def __init__(self, profile, sets, say=lambda _: None, launcher: Launcher | None = None,
                  folder: Path | None = None):
         super().__init__(profile, sets, say)
-        self.launcher = launcher or Launcher()
+        self.launcher = launcher or default_launcher()
         self.folder = Path(folder or tempfile.mkdtemp(prefix="patchgate-serving-"))
         self.results: dict[str, dict[str, list[bench.BenchResult]]] = {}
 
