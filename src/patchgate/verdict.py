@@ -121,6 +121,8 @@ class Verdict(TypedDict, total=False):
     latency: Latency
     allowed_slower: dict  # {"reason": the maintainer's, "slowdowns": [what was found]}
     attribution: list[dict]  # --attribute: per new patch, its prefix's effect (descriptive)
+    serving: dict  # --scenarios serving: the dataset, TTFT/ITL per scenario and configuration
+    explain: dict  # --explain: per slower scenario, the profiles' largest differences
 
 
 def _num(x: float) -> float | None:

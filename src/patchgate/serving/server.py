@@ -197,7 +197,9 @@ class Server:
             code = self.proc.poll()
             if code is not None:
                 self._fail(f"exited with code {code} before it was ready")
-            if self._status("/health", timeout=5) == 200:
+            # SGLang answers 503 at once while starting; once up, /health runs a 1-token
+            # generation and answers within its own 20 s limit
+            if self._status("/health", timeout=25) == 200:
                 return self
             if time.monotonic() > deadline:
                 self._fail(f"was not ready after {self.startup_timeout_s:.0f} s "
