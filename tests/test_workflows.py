@@ -131,6 +131,11 @@ def test_gpu_guard_runs_behind_the_protected_environment():
     assert "patchgate model grow --shape minicpm4-8b" in runs
     assert "args=(--profile h200-minicpm8b --json verdict.json --markdown report.md)" in runs
     assert 'patchgate guard "${args[@]}"' in runs
+    # a slowdown comes with its reason: both sides' profiles, kept with the verdict
+    assert "args+=(--explain)" in runs
+    upload = next(s for s in guard["steps"] if s.get("uses", "").startswith(
+        "actions/upload-artifact"))
+    assert "verdict.explain/" in upload["with"]["path"].split()
     # the maintainer's label maps to --allow-slower, and (un)labelling reruns the check
     assert '--allow-slower "PR $PR_NUMBER labelled allow-slower: $PR_TITLE"' in runs
     assert {"labeled", "unlabeled"} <= set(doc["on"]["pull_request"]["types"])

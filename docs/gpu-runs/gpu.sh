@@ -14,6 +14,7 @@
 #   bash docs/gpu-runs/gpu.sh pick NAME NNNN...        # those patches -> /tmp/pick/NAME
 #   bash docs/gpu-runs/gpu.sh guard PROFILE PATCHES NAME [guard args]   # /tmp/empty: none
 #   bash docs/gpu-runs/gpu.sh fidelity PROFILE NAME [one_batch|offline|offline_batch_params]
+#   bash docs/gpu-runs/gpu.sh serving-alone PROFILE NAME  # the serving set's reference alone
 #   bash docs/gpu-runs/gpu.sh grow [SHAPE]           # grow models/default (minicpm4-8b), timed
 #   bash docs/gpu-runs/gpu.sh compare NAME BASE      # latencies and accuracy of two verdicts
 #   bash docs/gpu-runs/gpu.sh pack                   # baselines + logs -> $OUT
@@ -148,6 +149,28 @@ fidelity)
   python3 -m patchgate fidelity --profile "$profile" --verdict "/tmp/logs/$name.json" \
     --bench "$bench" --out "/tmp/logs/fidelity-$profile-$bench.json" 2>&1 \
     | tee "/tmp/logs/fidelity-$profile-$bench.log" | grep -v "^\[rank" | tail -n 30
+  ;;
+serving-alone)
+  # fidelity of the serving set: the reference's server and bench_serving run alone, as
+  # the gate runs them (python -m patchgate.serving.commands), each scenario 3 times,
+  # then each median duration over the reference's in the verdict NAME (within 2 %)
+  profile=$1 name=$2 dir=/tmp/logs/alone-$1
+  rm -rf "$dir"; mkdir -p "$dir"
+  mapfile -t cmds < <(python3 -m patchgate.serving.commands --profile "$profile" --out "$dir")
+  setsid bash -c "exec ${cmds[0]}" > "$dir/server.log" 2>&1 < /dev/null &
+  spid=$!
+  for _ in $(seq 1 900); do
+    curl -sf http://127.0.0.1:30000/health > /dev/null && break; sleep 1
+  done
+  for i in 1 2 3; do
+    for cmd in "${cmds[@]:1}"; do
+      curl -sf -X POST http://127.0.0.1:30000/flush_cache > /dev/null
+      bash -c "$cmd" >> "$dir/bench.log" 2>&1 || echo "bench failed: $cmd"
+    done
+  done
+  kill -TERM -- "-$spid"; sleep 10; kill -KILL -- "-$spid" 2>/dev/null
+  python3 -m patchgate.serving.commands --compare "/tmp/logs/$name.json" "$dir" \
+    | tee "/tmp/logs/fidelity-serving-$profile.txt"
   ;;
 grow)
   # the grown checkpoint into the user's cache ($PATCHGATE_CACHE moves it); prints

@@ -61,6 +61,15 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--attribute", action="store_true",
                    help="with several new patches: also measure them one prefix at a time "
                    "(0001, 0001+0002, ...) and give each its own latency and accuracy change")
+    g.add_argument("--scenarios", choices=("static", "serving"),
+                   help="static: the six scenarios on loaded engines; serving: "
+                   "sglang.bench_serving against one SGLang server per configuration at "
+                   "concurrency 1, 8 and unlimited, as the contest scores (default: the "
+                   "profile's)")
+    g.add_argument("--explain", action="store_true",
+                   help="profile each scenario found slower once for the current baseline "
+                   "and once for the candidate, and report the largest differences; traces "
+                   "go to <verdict>.explain/ beside --json (never timed into the verdict)")
     g.add_argument("--allow-slower", metavar="REASON",
                    help="let a latency regression pass, for this reason (it goes into the "
                    "change log and the report); never bypasses the accuracy rule")
@@ -177,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.rounds < 2:
                 raise PatchgateError("--rounds must be at least 2", hint="use 5 or more")
             profile = profile.with_overrides(rounds=args.rounds)
+        if args.scenarios:
+            profile = profile.with_overrides(scenarios=args.scenarios)
         if args.allow_slower is not None and not args.allow_slower.strip():
             raise PatchgateError("--allow-slower needs a reason",
                                  hint='e.g. --allow-slower "exact softmax: needed for accuracy"')
@@ -184,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
                             baselines_dir=args.baselines, changelog=args.changelog,
                             json_path=args.json, accept=args.accept, record=args.record,
                             force_environment=args.force_environment, quiet=args.quiet,
-                            allow_slower=args.allow_slower, attribute=args.attribute)
+                            allow_slower=args.allow_slower, attribute=args.attribute,
+                            explain=args.explain)
         run = Run(opts)
         verdict = run_guard(opts, run)
         print_report(verdict)

@@ -40,6 +40,23 @@ class Thresholds:
 
 
 @dataclass(frozen=True)
+class Serving:
+    """The serving scenario set (``Profile.scenarios = "serving"``): the contest's own
+    measurement. Each configuration runs as an SGLang server; ``sglang.bench_serving``
+    sends the same fixed dataset (``num_prompts`` requests of exactly ``input_len``
+    random token ids, each asked for exactly ``output_len`` tokens, EOS ignored, cache
+    flushed) at each of ``concurrencies`` (None: unlimited, every request at once).
+    S at a concurrency = 100 x reference duration / candidate duration."""
+
+    num_prompts: int = 16
+    input_len: int = 1024
+    output_len: int = 256
+    concurrencies: tuple[int | None, ...] = (1, 8, None)
+    startup_timeout_s: float = 900.0  # a server not ready (GET /health) by then is an error
+    bench_timeout_s: float = 1800.0  # one bench_serving run
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     description: str
@@ -72,6 +89,10 @@ class Profile:
     # A shape of patchgate.grow.SHAPES: the engines load ``model`` grown to it, built
     # into the cache on first use (patchgate.grow_build); None loads ``model`` itself.
     grow: str | None = None
+    # "static": the six scenarios on one loaded engine per configuration; "serving": the
+    # serving benchmark against one server per configuration (patchgate.serving)
+    scenarios: str = "static"
+    serving: Serving = field(default_factory=Serving)
 
     def model_path(self, root: Path | None = None) -> Path:
         p = Path(self.model)

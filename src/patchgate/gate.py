@@ -30,6 +30,7 @@ from . import (
     calibration,
     changelog,
     environment,
+    explain,
     history,
     progress,
     storage,
@@ -57,6 +58,7 @@ class GuardOptions:
     quiet: bool = False
     allow_slower: str | None = None  # a maintainer's reason: latency regressions pass
     attribute: bool = False  # also measure the new patches one prefix at a time
+    explain: bool = False  # profile the scenarios found slower, both sides, and diff
 
 
 @dataclass
@@ -125,6 +127,7 @@ def run_guard(opts: GuardOptions, run: Run | None = None) -> Verdict:
     """Run the gate; returns the verdict (and writes files as the options say)."""
     run = run or Run(opts)
     prof = opts.profile
+    _check_scenarios(opts)
     run.enter("validating patches")
     patches = discover(opts.patches_dir)
     store = baselines.BaselineStore(opts.baselines_dir, prof.name)
@@ -139,10 +142,13 @@ def run_guard(opts: GuardOptions, run: Run | None = None) -> Verdict:
     if opts.attribute and len(new) > 1:
         run.say(f"[patchgate] {attribution.cost(prof, new)}")
     with Configurations(prof, sets, lambda s: run.enter(s)) as configs:
+        served = _serving(run, prof, sets) if prof.scenarios == "serving" else None
         configs.start()
         env = environment.fingerprint(prof.engine, prof.device)
         work = workload.fingerprint(prof.model_path(), _task_path(prof), prof.model)
-        verdict, measured = _evaluate(run, prof, configs, stored, env, work)
+        verdict, measured = _evaluate(run, prof, configs, stored, env, work, served)
+        if opts.explain and served is None:
+            verdict["explain"] = _explain(run, prof, configs, measured.latency)
         if opts.attribute:
             _attribute(run, prof, configs, new, verdict, measured)
     verdict["history"] = {"change_points": history.change_points(records)}
@@ -220,9 +226,35 @@ def _skip(run: Run, reason: str, store, current: dict | None, patches: list[Patc
     return verdict
 
 
-def _evaluate(run, prof, configs: Configurations, stored, env, work
+def _check_scenarios(opts: GuardOptions) -> None:
+    """Refuse a scenario set the run cannot use, before anything starts."""
+    if opts.profile.scenarios != "static":
+        from .serving import phase
+
+        phase.check(opts.profile, accept=opts.accept, record=opts.record,
+                    attribute=opts.attribute)
+
+
+def _serving(run: Run, prof: Profile, sets):
+    """The serving latency phase (patchgate.serving), before any engine holds the GPU:
+    one server per configuration, all ended when it returns."""
+    from .serving import phase
+
+    out = explain.folder_for(run.opts.json_path) if run.opts.explain else None
+    return phase.run(prof, sets, run.progress, run.enter, explain_dir=out,
+                     explicit_folder=run.opts.json_path is None)
+
+
+def _explain(run: Run, prof: Profile, configs: Configurations, latency) -> dict:
+    """``--explain`` on the static set: the slower scenarios profiled in the engines."""
+    return explain.in_engines(configs, latency, prof.seed,
+                              explain.folder_for(run.opts.json_path), run.enter,
+                              explicit_folder=run.opts.json_path is None)
+
+
+def _evaluate(run, prof, configs: Configurations, stored, env, work, served=None
               ) -> tuple[Verdict, Measurements]:
-    latency = lat.run(configs, prof, run.progress, run.enter)
+    latency = served.latency if served else lat.run(configs, prof, run.progress, run.enter)
     run.notes.extend(latency.notes)
     _latency_notes(run, latency)
     mode = None
@@ -247,17 +279,23 @@ def _evaluate(run, prof, configs: Configurations, stored, env, work
                          "its latency is compared with itself")
     sets = configs.sets
     confirm = "; slowdowns measured again in fresh engine processes" if prof.confirm else ""
+    how = ("sglang.bench_serving against one server per configuration" if served else
+           "measured now") + ", side by side, rounds interleaved and counterbalanced, " \
+        f"paired by round{confirm}"
     verdict.update({
         "profile": prof.name,
         "patches": {label: [p.record() for p in sets[label]] for label in configs.labels},
         "new_patches": [p.name for p in sets["candidate"] if p not in sets["current"]],
         "environment": env,
         "workload": work,
-        "measured": {"latency": "measured now, side by side, rounds interleaved and "
-                                f"counterbalanced, paired by round{confirm}",
+        "measured": {"latency": how,
                      "candidate_accuracy": "measured now", "reference_accuracy": ref_source},
         "notes": run.notes,
     })
+    if served:
+        verdict["serving"] = served.metrics
+        if served.explain is not None:
+            verdict["explain"] = served.explain
     return verdict, Measurements(latency, {"candidate": cand_acc, "reference": ref_acc})
 
 

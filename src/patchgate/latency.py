@@ -46,7 +46,8 @@ class LatencyResult:
     first processes. ``confirmation``: the same for the items found slower, measured
     again in fresh processes (``confirm_samples``). ``weights``: each scenario's
     weight in the pooled score item. ``same_as_current``: the candidate is the
-    current configuration (nothing new to compare)."""
+    current configuration (nothing new to compare). ``batch_sizes``: the batch sizes
+    that stand for S1, S8 and Sinf when they are not the profile's (the serving set)."""
 
     scenarios: list[Scenario]
     samples: Samples
@@ -60,6 +61,7 @@ class LatencyResult:
     confirm_looks: int = 0
     same_as_current: bool = False
     notes: list[str] = field(default_factory=list)
+    batch_sizes: tuple[int, ...] | None = None
 
     def final(self, comparison: str, item: str) -> str:
         """The outcome that counts: "slower" only if the confirmation agrees."""
@@ -99,11 +101,16 @@ def _extend(into: Samples, more: Samples, configs: Configurations,
             into.setdefault(label, {}).setdefault(name, []).extend(xs)
 
 
-def run(configs: Configurations, prof, progress: Callable, say: Callable[[str], None]
-        ) -> LatencyResult:
+def run(configs: Configurations, prof, progress: Callable, say: Callable[[str], None], *,
+        scenarios: list | None = None, batch_sizes: tuple[int, ...] | None = None,
+        timer: Callable = measure) -> LatencyResult:
     """The latency phase (see the module docstring). ``progress(total, desc)`` returns a
-    tqdm-like bar; ``say`` prints a step line."""
-    scenarios = make_scenarios(prof)
+    tqdm-like bar; ``say`` prints a step line. By default the profile's six scenarios,
+    timed by :func:`patchgate.measure.measure` on the configurations' engines; another
+    scenario set (the serving one) passes its ``scenarios``, the ``batch_sizes`` that
+    stand for S1, S8 and Sinf, and a ``timer`` with ``measure``'s signature."""
+    scenarios = scenarios if scenarios is not None else make_scenarios(prof)
+    sizes = tuple(batch_sizes or prof.batch_sizes)
     th = prof.thresholds
     against = comparisons(configs)
     k_max = max(1, prof.max_looks)
@@ -117,17 +124,19 @@ def run(configs: Configurations, prof, progress: Callable, say: Callable[[str], 
     first = _calls(prof, scenarios, n, prof.warmup)
     samples: Samples = {}
     with progress(first, "latency") as bar:
-        named = measure(engines, scenarios, prof.rounds, prof.warmup, prof.seed, bar,
-                        prof.settle_s)
+        named = timer(engines, scenarios, prof.rounds, prof.warmup, prof.seed, bar,
+                      prof.settle_s)
         for label in configs.labels:
             samples[label] = {k: list(v) for k, v in named[configs.name(label)].items()}
         speed = {key: speed_score([median(samples["reference"][s.name]) for s in sel],
                                   [median(samples["current"][s.name]) for s in sel])
-                 for key, sel in _by_batch(scenarios, prof.batch_sizes).items()}
-        weights = decide.score_weights(scenarios, prof.batch_sizes, speed)
+                 for key, sel in _by_batch(scenarios, sizes).items()}
+        weights = decide.score_weights(scenarios, sizes, speed)
         result = LatencyResult(scenarios, samples, {}, weights, 1, k_max, alpha_look,
-                               same_as_current=configs.same("candidate", "current"))
-        result.notes += _power_notes(balanced_rounds(prof.rounds, n), alpha_look)
+                               same_as_current=configs.same("candidate", "current"),
+                               batch_sizes=None if batch_sizes is None else sizes)
+        result.notes += _power_notes(balanced_rounds(prof.rounds, n), alpha_look,
+                                     len(scenarios))
         if result.same_as_current:
             for comp in against:
                 result.decisions[comp] = _judge(samples, comp, scenarios, weights, th,
@@ -148,14 +157,14 @@ def run(configs: Configurations, prof, progress: Callable, say: Callable[[str], 
             use = configs.by_name(labels)
             bar.total += balanced_rounds(prof.rounds, len(use)) * len(pend) * len(use)
             bar.refresh()
-            more = measure(use, pend, prof.rounds, 0, prof.seed, bar, prof.settle_s)
+            more = timer(use, pend, prof.rounds, 0, prof.seed, bar, prof.settle_s)
             _extend(samples, more, configs, labels)
             result.looks = k
             for comp in against:
                 result.decisions[comp] = _judge(samples, comp, scenarios, weights, th,
                                                 alpha_look, k, result.decisions[comp])
     if prof.confirm:
-        _confirm(configs, prof, result, against, progress, say)
+        _confirm(configs, prof, result, against, progress, say, timer)
     return result
 
 
@@ -167,20 +176,23 @@ def _judge(samples, comp, scenarios, weights, th, alpha_look, number, previous):
 
 
 def judged(samples: Samples, scenarios: list[Scenario], profile, against=("current",),
-           speed: dict | None = None) -> LatencyResult:
+           speed: dict | None = None, batch_sizes: tuple[int, ...] | None = None
+           ) -> LatencyResult:
     """A :class:`LatencyResult` decided from given samples in one look (no engines):
     what the verdict tests build on."""
-    weights = decide.score_weights(scenarios, profile.batch_sizes, speed)
+    weights = decide.score_weights(scenarios, batch_sizes or profile.batch_sizes, speed)
     k_max = max(1, profile.max_looks)
     alpha_look = profile.thresholds.alpha / (len(against) * k_max)
-    result = LatencyResult(scenarios, samples, {}, weights, 1, k_max, alpha_look)
+    result = LatencyResult(scenarios, samples, {}, weights, 1, k_max, alpha_look,
+                           batch_sizes=batch_sizes)
     for comp in against:
         result.decisions[comp] = _judge(samples, comp, scenarios, weights,
                                         profile.thresholds, alpha_look, 1, None)
     return result
 
 
-def _confirm(configs, prof, result: LatencyResult, against, progress, say) -> None:
+def _confirm(configs, prof, result: LatencyResult, against, progress, say,
+             timer: Callable = measure) -> None:
     flagged = {comp: decide.slower(result.decisions[comp]) for comp in against}
     flagged = {comp: items for comp, items in flagged.items() if items}
     if not flagged:
@@ -204,8 +216,8 @@ def _confirm(configs, prof, result: LatencyResult, against, progress, say) -> No
                     f"{result.max_looks}")
                 bar.total += balanced_rounds(prof.rounds, len(use)) * len(pend) * len(use)
                 bar.refresh()
-            more = measure(use, pend, prof.rounds, prof.warmup if k == 1 else 0, prof.seed,
-                           bar, prof.settle_s)
+            more = timer(use, pend, prof.rounds, prof.warmup if k == 1 else 0, prof.seed,
+                         bar, prof.settle_s)
             _extend(result.confirm_samples, more, configs, labels)
             result.confirm_looks = k
             for comp, items in flagged.items():
@@ -218,10 +230,10 @@ def _confirm(configs, prof, result: LatencyResult, against, progress, say) -> No
     result.confirmation = decisions
 
 
-def _power_notes(rounds: int, alpha_look: float) -> list[str]:
+def _power_notes(rounds: int, alpha_look: float, scenarios: int = 6) -> list[str]:
     """Say so when a look has too few rounds for a scenario alone to reach its share of
     alpha: the signed-rank test's smallest p-value is 2^-rounds."""
-    share = alpha_look * (1 - decide.SCORE_SHARE) / 6
+    share = alpha_look * (1 - decide.SCORE_SHARE) / max(1, scenarios)
     need = math.ceil(math.log2(1 / share))
     if rounds >= need:
         return []

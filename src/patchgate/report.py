@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
+from .verdict import together
+
 HEADERS = ["scenario", "in->out", "reference", "baseline", "new", "ratio", "CI", "outcome",
            "p", "detectable"]
 LEGEND = ("`+` slower, `-` faster (significant after Holm, beyond the threshold, and again "
@@ -41,9 +43,14 @@ def _detectable(r: dict) -> str:
     return "-" if d is None else f"{100 * d:.1f} %"
 
 
+def _shape(r: dict) -> str:
+    """``batch x in->out``; a serving row's batch is its dataset's request count."""
+    return f"{r.get('num_prompts', r['batch_size'])}x{r['input_len']}->{r['output_len']}"
+
+
 def scenario_rows(verdict: dict) -> list[list[str]]:
     return [[
-        r["name"], f"{r['batch_size']}x{r['input_len']}->{r['output_len']}",
+        r["name"], _shape(r),
         _ms(r["reference_median_s"]), _ms(r["baseline_median_s"]), _ms(r["median_s"]),
         f"{r['ratio']:.3f}", _ci(r), _outcome(r), f"{r['p_value']:.2g}", _detectable(r),
     ] for r in verdict["scenarios"]]
@@ -65,8 +72,9 @@ def latency_lines(verdict: dict) -> list[str]:
             c = p["confirmation"]
             again = f"; in fresh processes {100 * (c['ratio'] - 1):+.1f} % ({c['outcome']})"
         out.append(
-            f"score vs the {what}: {100 * p['score_change']:+.1f} % (the six scenarios "
-            f"together {100 * (p['ratio'] - 1):+.1f} %, CI {_ci(p)}, p={p['p_value']:.2g}): "
+            f"score vs the {what}: {100 * p['score_change']:+.1f} % "
+            f"({together(len(verdict['scenarios']))} {100 * (p['ratio'] - 1):+.1f} %, "
+            f"CI {_ci(p)}, p={p['p_value']:.2g}): "
             f"{p['outcome']}{again}")
     out.append(
         f"threshold {100 * block['threshold']:g} %, alpha {block['alpha']:g} over "
@@ -124,6 +132,53 @@ ATTRIBUTION_HEADERS = ["patch (in stack order)", "score change", "fastest scenar
                        "slowest scenario", "accuracy change", "accuracy after"]
 
 
+SERVING_HEADERS = ["scenario", "configuration", "duration", "TTFT median", "TTFT p99",
+                   "ITL median", "ITL p99", "runs"]
+
+
+def serving_rows(verdict: dict) -> list[list[str]]:
+    """The serving set's per-token latencies (``verdict["serving"]``): medians over the
+    runs of each configuration, beside the duration the verdict decides on."""
+    rows = []
+    for sc in (verdict.get("serving") or {}).get("scenarios", []):
+        for label, m in sc["configurations"].items():
+            rows.append([sc["name"], label, _ms(m["duration_s"]),
+                         f"{m['median_ttft_ms']:.2f} ms", f"{m['p99_ttft_ms']:.2f} ms",
+                         f"{m['median_itl_ms']:.2f} ms", f"{m['p99_itl_ms']:.2f} ms",
+                         str(m["runs"])])
+    return rows
+
+
+def serving_lines(verdict: dict) -> list[str]:
+    sv = verdict.get("serving")
+    if not sv:
+        return []
+    return [f"serving: {sv['num_prompts']} requests of {sv['input_len']} tokens in, "
+            f"{sv['output_len']} out, per run ({sv['bench']}); S = {sv['S']}"]
+
+
+EXPLAIN_HEAD = "why it is slower"
+
+
+def explain_lines(verdict: dict) -> list[str]:
+    """``--explain``: per scenario profiled, why, the profiled wall times and the largest
+    changes between the current baseline and the candidate."""
+    ex = verdict.get("explain")
+    if not ex:
+        return []
+    out = [f"{EXPLAIN_HEAD} (one profile of each side; traces in {ex['folder']}/):"]
+    if ex.get("note"):
+        out.append(f"  {ex['note']}")
+    for sc in ex.get("scenarios", []):
+        walls = "; ".join(
+            f"{src} {1000 * sc['wall_s']['current'][src]:.1f} -> "
+            f"{1000 * sc['wall_s']['candidate'][src]:.1f} ms"
+            for src in sc["wall_s"]["candidate"] if src in sc["wall_s"]["current"])
+        out.append(f"  {sc['name']} ({sc['why']}); profiled: {walls}")
+        out += [f"    {line}" for line in sc["top"]] or ["    no difference in the tables"]
+    return out
+
+
 def allowed_lines(verdict: dict) -> list[str]:
     allowed = verdict.get("allowed_slower")
     if not allowed:
@@ -151,6 +206,11 @@ def render_terminal(verdict: dict) -> str:
                             disable_numparse=True))
         out.append("")
     out += latency_lines(verdict)
+    if serving_rows(verdict):
+        out += serving_lines(verdict)
+        out.append(tabulate(serving_rows(verdict), headers=SERVING_HEADERS,
+                            tablefmt="simple", disable_numparse=True))
+    out += explain_lines(verdict)
     out += accuracy_lines(verdict)
     if task_rows(verdict):
         out.append(tabulate(task_rows(verdict),
@@ -189,6 +249,15 @@ def render_markdown(verdict: dict) -> str:
         out += ["", LEGEND, ""]
         out += [f"- {line}" for line in latency_lines(verdict)]
         out.append("")
+    if serving_rows(verdict):
+        out += [f"- {line}" for line in serving_lines(verdict)] + [""]
+        out += [tabulate(serving_rows(verdict), headers=SERVING_HEADERS, tablefmt="github",
+                         disable_numparse=True), ""]
+    if explain_lines(verdict):
+        head, *rest = explain_lines(verdict)
+        out += [f"**{head[0].upper()}{head[1:]}**", ""]
+        out += [f"- {line.strip()}" if not line.startswith("    ") else f"  - {line.strip()}"
+                for line in rest] + [""]
     if verdict["accuracy"]:
         out += [f"- {line}" for line in accuracy_lines(verdict)] + [""]
         out.append(tabulate(task_rows(verdict),

@@ -121,6 +121,8 @@ class Verdict(TypedDict, total=False):
     latency: Latency
     allowed_slower: dict  # {"reason": the maintainer's, "slowdowns": [what was found]}
     attribution: list[dict]  # --attribute: per new patch, its prefix's effect (descriptive)
+    serving: dict  # --scenarios serving: the dataset, TTFT/ITL per scenario and configuration
+    explain: dict  # --explain: per slower scenario, the profiles' largest differences
 
 
 def _num(x: float) -> float | None:
@@ -238,6 +240,11 @@ def _interval(x: dict) -> str:
     return f"{lo_s}-{hi:.3f}" if hi is not None else f"above {lo_s}"
 
 
+def together(n: int) -> str:
+    """How the pooled score item names the scenarios it pools."""
+    return "the six scenarios together" if n == 6 else f"the {n} scenarios together"
+
+
 def _pct(x: float) -> str:
     return f"{100 * (x - 1):+.1f} %"
 
@@ -251,7 +258,7 @@ def latency_reasons(scenario_rows: list[Row], block: Latency, compared_with: str
     if score["outcome"] == stats.SLOWER:
         out.append(
             f"the score is {-100 * score['score_change']:.1f} % lower than the "
-            f"{compared_with}'s: the six scenarios together are {_pct(score['ratio'])} "
+            f"{compared_with}'s: {together(len(scenario_rows))} are {_pct(score['ratio'])} "
             f"slower (score-weighted, paired by round; {100 * (1 - 2 * block['alpha_look']):.1f}"
             f" % CI {_interval(score)}, p={score['p_value']:.2g})"
             f", beyond the {100 * th:g} % threshold{_again(score['confirmation'])}")
@@ -296,7 +303,7 @@ def build(profile: Profile, lat: LatencyResult, accuracy: dict, *, compared_with
         allowed = {"reason": allow_slower, "slowdowns": slow}
     else:
         reasons += slow
-    s = speed_scores(scenario_rows, profile.batch_sizes)
+    s = speed_scores(scenario_rows, lat.batch_sizes or profile.batch_sizes)
     c = accuracy["C"]
     out: Verdict = {
         "schema_version": VERDICT_SCHEMA_VERSION,

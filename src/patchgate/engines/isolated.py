@@ -40,7 +40,8 @@ WORKER_ENV = {
 }
 _DOING = {"timed_generate": "timing a generate call (latency)", "generate": "generating",
           "generate_until": "generating (accuracy tasks)",
-          "loglikelihood": "scoring log-likelihoods (accuracy tasks)"}
+          "loglikelihood": "scoring log-likelihoods (accuracy tasks)",
+          "profile_generate": "profiling a generate call (--explain)"}
 
 
 def patch_frame(exc: BaseException, patches) -> tuple[str, int, str] | None:
@@ -199,6 +200,10 @@ class IsolatedEngine:
 
     def loglikelihood(self, requests):
         return self._call("loglikelihood", requests)
+
+    def profile_generate(self, batch, max_new_tokens, out_dir) -> dict:
+        """Profile one generate call inside the worker (``--explain``)."""
+        return self._call("profile_generate", batch, max_new_tokens, str(out_dir))
 
     def synchronize(self) -> None:
         """Nothing to wait for: every call returns once the worker has finished."""

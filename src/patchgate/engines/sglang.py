@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -188,6 +189,41 @@ class SGLangEngine(Timed):
                          for tok, top in zip(cont, tops[n:], strict=False))
             results.append((float(ll), bool(greedy)))
         return results
+
+    def profile_generate(self, batch, max_new_tokens, out_dir) -> dict:
+        """One :meth:`generate` call under SGLang's own profiler (``--explain``): its
+        trace files (GPU kernels, ``*.trace.json.gz``) go to ``out_dir`` and become the
+        ``gpu`` table. Written against SGLang 0.5's ``Engine.start_profile(output_dir=,
+        activities=)``; not run on a GPU yet. Not a timing the gate decides on."""
+        import time
+
+        from ..profiling import sglang_traces, trace_tables
+
+        out = Path(out_dir).resolve()
+        out.mkdir(parents=True, exist_ok=True)
+        since = time.time()
+        try:
+            self.engine.start_profile(output_dir=str(out), activities=["CPU", "GPU"])
+        except TypeError:  # an SGLang whose start_profile takes no settings
+            self.engine.start_profile()
+        t0 = time.perf_counter()
+        try:
+            self.generate(batch, max_new_tokens)
+        finally:
+            wall = time.perf_counter() - t0
+            self.engine.stop_profile()
+        traces = sglang_traces(out, since) or sglang_traces(
+            Path(os.environ.get("SGLANG_TORCH_PROFILER_DIR", "/tmp")), since, timeout_s=10)
+        if not traces:
+            raise PatchgateError(f"SGLang engine {self.label}: its profiler wrote no trace "
+                                 f"into {out}", hint="see SGLang's log above")
+        kept = []
+        for trace in traces:  # kept beside the verdict, whatever folder SGLang chose
+            if out not in trace.resolve().parents:
+                trace = Path(shutil.copy2(trace, out / trace.name))
+            kept.append(trace.relative_to(out).as_posix())
+        tables = trace_tables(traces)
+        return {"tables": tables, "wall_s": dict.fromkeys(tables, wall), "files": kept}
 
     def synchronize(self) -> None:
         """Nothing to wait for: ``generate`` returns once the worker has finished."""

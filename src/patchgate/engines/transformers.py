@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+from pathlib import Path
 
 from ..errors import PatchgateError
 from ..patches import apply_patches, merged_server_args
@@ -142,6 +143,16 @@ class TransformersEngine(Timed):
                 greedy = bool((span.argmax(-1) == target).all())
                 results.append((ll if math.isfinite(ll) else float("-inf"), greedy))
         return results
+
+    def profile_generate(self, batch: list[list[int]], max_new_tokens: int, out_dir: str
+                         ) -> dict:
+        """One :meth:`generate` call under torch.profiler and once under cProfile
+        (``--explain``); the traces go to ``out_dir``, the tables come back
+        (:func:`patchgate.profiling.profile_call`). Not a timing the gate decides on."""
+        from ..profiling import profile_call
+
+        return profile_call(lambda: self.generate(batch, max_new_tokens), Path(out_dir),
+                            cuda=self.device.type == "cuda")
 
     def synchronize(self) -> None:
         if self.device.type == "cuda":
