@@ -98,7 +98,10 @@ def run_guard_tasks(engine, tokenizer, tasks: Sequence[str], task_path: str,
         raise
     except (ConnectionError, OSError) as e:
         raise_for_data(e, list(tasks), manager)
-        raise
+        raise PatchgateError(f"accuracy guard: lm-eval could not load the data of tasks "
+                             f"{list(tasks)}: {type(e).__name__}: {e}",
+                             hint="check the tasks' data files and the profile's task_args"
+                             ) from e
     except (KeyError, ValueError, TypeError) as e:
         raise PatchgateError(f"accuracy guard: lm-eval could not run tasks {list(tasks)} "
                              f"from {task_path}: {type(e).__name__}: {e}",

@@ -189,7 +189,7 @@ def _profiles() -> int:
 def _guard_profile(args):
     """The profile of a guard run, with --tasks and --task-path applied; its model
     folder must exist."""
-    from .profiles import check_model
+    from .profiles import check_engine_version, check_model
 
     profile = get_profile(args.profile)
     if args.tasks is not None:
@@ -204,6 +204,7 @@ def _guard_profile(args):
                                  hint="pass a folder of lm-eval task YAML files")
         profile = profile.with_overrides(task_path=str(args.task_path.resolve()))
     check_model(profile, args.profile)
+    check_engine_version(profile, args.profile)
     return profile
 
 

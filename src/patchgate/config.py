@@ -81,6 +81,9 @@ class Profile:
     task_args: dict = field(default_factory=dict)
     # Prompts go through the tokenizer's chat template (lm-eval apply_chat_template).
     chat_template: bool = False
+    # The lowest version of the engine's package the model needs ("0.5.19"), checked
+    # before anything is loaded; None: any.
+    engine_version: str | None = None
 
     def model_path(self, root: Path | None = None) -> Path:
         p = Path(self.model)

@@ -223,6 +223,32 @@ def _check_profile(p: Profile, where: _Where) -> None:
                        f"choose one of: {', '.join(SHAPES)}")
 
 
+def check_engine_version(profile: Profile, ref: str, installed: str | None = None) -> None:
+    """The installed engine package must be at least the profile's ``engine_version``
+    (not installed: the engine says so when it starts)."""
+    if profile.engine_version is None:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.version import InvalidVersion, Version
+
+    if installed is None:
+        try:
+            installed = version(profile.engine)
+        except PackageNotFoundError:
+            return
+    try:
+        too_old = Version(installed) < Version(profile.engine_version)
+    except InvalidVersion as e:
+        raise PatchgateError(f"profile {ref}: engine_version {profile.engine_version!r}: {e}",
+                             hint="write a version such as \"0.5.19\"") from e
+    if too_old:
+        raise PatchgateError(f"profile {ref} needs {profile.engine} >= "
+                             f"{profile.engine_version}; this machine has {installed}",
+                             hint=f"pip install '{profile.engine}>={profile.engine_version}' "
+                             "(a separate environment keeps the other profiles' version)")
+
+
 def check_model(profile: Profile, ref: str, root: Path | None = None) -> None:
     """The profile's model must be a folder that exists, or a hub id (``org/name``) that
     the engine may download; a missing local folder is an error naming the profile."""
