@@ -21,6 +21,9 @@ def manager_for(tasks: list[str], task_path: str | None, metadata: dict):
     """An lm-eval ``TaskManager`` that knows every name in ``tasks``."""
     from lm_eval.tasks import TaskManager
 
+    if task_path and not Path(task_path).is_dir():
+        raise PatchgateError(f"accuracy guard: the task folder {task_path} does not exist",
+                             hint="set task_path in the profile, or pass --task-path")
     include = [task_path] if task_path else None
     local = TaskManager(include_path=include, include_defaults=False, metadata=metadata)
     if all(_known(local, t) for t in tasks):
