@@ -242,3 +242,17 @@ def test_reports_show_filters_other_metrics_and_the_first_flipped_items(tok, rig
     assert "flipped items: 7 (the first 5 below; all in v.flips.jsonl):" in md
     table = md.split("flipped items: 7")[1]
     assert table.count("right->wrong") == 5
+
+
+def test_generation_settings_as_lm_eval_reads_them(tok):
+    from patchgate.engine_lm import cut, group_key, max_gen_toks, stop_sequences
+
+    assert max_gen_toks({"until": ["."]}) == 256  # lm-eval's default
+    assert max_gen_toks({"max_new_tokens": 12}) == 12
+    assert stop_sequences({"until": "\n\n"}) == ["\n\n"]
+    assert group_key({"until": ["."], "max_gen_toks": 8}) == \
+        group_key({"max_gen_toks": 8, "until": ["."]}) != group_key({"until": ["="]})
+    assert cut("3 . 5 = x", ["="]) == "3 . 5 " and cut("3 . 5", [""]) == "3 . 5"
+    lm = lm_class()(ScriptedEngine(tok, {}), tok)
+    with pytest.raises(PatchgateError, match="tokenizer has no chat template"):
+        lm.apply_chat_template([{"role": "user", "content": "x"}])
