@@ -64,7 +64,7 @@ def hf() -> dict:
 
     res = simple_evaluate(
         model="hf", model_args=f"pretrained={ROOT / 'models' / 'default'},"
-        "trust_remote_code=True,dtype=float32", tasks=["fx_suite"], batch_size=16,
+        "trust_remote_code=True,dtype=float32", tasks=["fx_suite"], batch_size=16, device="cpu",
         task_manager=TaskManager(include_path=str(TASKS), include_defaults=False))
     return scores({t: r for t, r in res["results"].items() if t != "fx_suite"})
 
