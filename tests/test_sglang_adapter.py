@@ -56,11 +56,31 @@ def test_radix_cache_cannot_be_turned_on(tmp_path):
         server_args(prof, [], KNOWN)
 
 
+class FakeRegistry:
+    """Stands in for sglang.srt.models.registry.ModelRegistry (SGLang is not installed
+    here): architecture name -> model class, as SGLang's ``models`` table holds them."""
+
+    def __init__(self, **entries):
+        self.models = entries
+
+
+def sglang_class(module: str, name: str) -> type:
+    return type(name, (), {"__module__": module})
+
+
+REGISTRY = FakeRegistry(
+    MiniCPMForCausalLM=sglang_class("sglang.srt.models.minicpm", "MiniCPMForCausalLM"),
+    MiniCPMSALAForCausalLM=sglang_class("sglang.srt.models.minicpm", "MiniCPMSALAForCausalLM"),
+    Qwen3ForCausalLM=sglang_class("sglang.srt.models.qwen3", "Qwen3ForCausalLM"),
+    LazyForCausalLM="sglang.srt.models.lazy:LazyImpl",
+)
+
+
 def test_worker_package_is_valid_python_that_names_the_patches(tmp_path):
     patches = write_patch(tmp_path / "p", "0001-scale.py",
                           '"""Scale."""\ndef apply(model):\n    model.scaled = True\n')
     pkg = sglang_hook.write_package(tmp_path / "hook", "candidate", "MiniCPMForCausalLM",
-                                    patches, dummy=False)
+                                    patches, dummy=False, registry=REGISTRY)
     text = (tmp_path / "hook" / pkg / "patched_model.py").read_text()
     compile(text, "patched_model.py", "exec")
     assert "from sglang.srt.models.minicpm import MiniCPMForCausalLM as _Base" in text
@@ -70,13 +90,45 @@ def test_worker_package_is_valid_python_that_names_the_patches(tmp_path):
     assert "_DUMMY = False" in text
 
 
+def test_the_class_to_extend_comes_from_sglangs_registry(tmp_path):
+    # any architecture the registry holds, in whatever module SGLang defines it
+    assert sglang_hook.base_class("MiniCPMSALAForCausalLM", REGISTRY) == \
+        ("sglang.srt.models.minicpm", "MiniCPMSALAForCausalLM")
+    assert sglang_hook.base_class("Qwen3ForCausalLM", REGISTRY) == \
+        ("sglang.srt.models.qwen3", "Qwen3ForCausalLM")
+    assert sglang_hook.base_class("LazyForCausalLM", REGISTRY) == \
+        ("sglang.srt.models.lazy", "LazyImpl")
+    pkg = sglang_hook.write_package(tmp_path, "c", "LazyForCausalLM", [], dummy=True,
+                                    registry=REGISTRY)
+    text = (tmp_path / pkg / "patched_model.py").read_text()
+    assert "from sglang.srt.models.lazy import LazyImpl as _Base" in text
+    assert "class LazyForCausalLM(_Base):" in text  # registered under the architecture
+    # a plain dict works as the table too
+    assert sglang_hook.base_class("X", {"X": sglang_class("m", "X")}) == ("m", "X")
+
+
 def test_unknown_architecture_and_worker_error_file(tmp_path):
-    with pytest.raises(PatchgateError, match="architecture GPT2LMHeadModel"):
-        sglang_hook.write_package(tmp_path, "c", "GPT2LMHeadModel", [], dummy=False)
+    with pytest.raises(PatchgateError, match="none for architecture MiniCPMSalaForCausalLM") \
+            as e:
+        sglang_hook.write_package(tmp_path, "c", "MiniCPMSalaForCausalLM", [], dummy=False,
+                                  registry=REGISTRY)
+    assert "MiniCPMSALAForCausalLM" in e.value.message  # the closest names it knows
+    assert "0.5.19" in e.value.hint
     (tmp_path / "pkg.error.json").write_text(json.dumps(
         {"patch": "0001-x.py", "type": "KeyError", "message": "'w'"}))
     assert sglang_hook.read_worker_error(tmp_path, "pkg")["patch"] == "0001-x.py"
     assert sglang_hook.read_worker_error(tmp_path, "other") is None
+
+
+def test_without_sglang_the_registry_lookup_says_how_to_install_it():
+    try:
+        import sglang  # noqa: F401
+    except ImportError:
+        with pytest.raises(PatchgateError, match="cannot import SGLang's model registry") as e:
+            sglang_hook.base_class("MiniCPMForCausalLM")
+        assert "pip install" in e.value.hint
+    else:  # on the GPU machine: the real registry knows the default model's class
+        assert sglang_hook.base_class("MiniCPMForCausalLM")[1] == "MiniCPMForCausalLM"
 
 
 def test_architecture_of_the_default_model():

@@ -1,39 +1,71 @@
 """The accuracy guard: the profile's lm-eval tasks, run through a loaded engine.
 
-:class:`EngineLM` adapts an :class:`~patchgate.engines.base.Engine` (the same loaded,
-patched model the latency scenarios use) to lm-eval's ``LM`` interface, so the
-tasks in ``guards/`` run unchanged. The result keeps every item's score, which the
-verdict compares item by item with the reference.
+The tasks run through :mod:`patchgate.engine_lm` (the same loaded, patched model the
+latency scenarios use). lm-eval logs one sample per item *and per filter pipeline*
+(gsm8k has ``strict-match`` and ``flexible-extract``); each task is judged on one
+**primary** filter and metric: the profile's ``[primary.<task>]`` (or of a group the
+task belongs to), else the task's first filter and its first metric. Any metric that
+lm-eval computes as a number per item can be the primary one; the other filters and
+metrics are kept as lm-eval's aggregate values, for the report. Items are paired by
+(task, filter, item id) with the reference.
 
 Result shape (a typed dict; numbers stay numbers)::
 
-    {"tasks": {"needle": {"metric": "exact_match", "value": 0.93,
-                          "samples": [{"id": "needle-0000", "score": 1.0}, ...]}, ...},
-     "mean": 0.91}
+    {"tasks": {"gsm8k": {"metric": "exact_match", "filter": "strict-match",
+                         "value": 0.62, "docs": "<digest of the items>",
+                         "samples": [{"id": "12", "score": 1.0, "output": "...",
+                                      "answer": "72", "target": "72", "prompt": "..."}],
+                         "others": [{"metric": "exact_match", "filter":
+                                     "flexible-extract", "value": 0.66}]}, ...},
+     "mean": 0.62}
+
+``output`` is the generation (or, multiple choice, the chosen choice), ``answer`` what
+the filter extracted from it when that differs. Prompts stay in memory (the flips file
+shows them); the stored baselines keep ids, scores, outputs and targets
+(:func:`stored`). Older stored results (``metric`` and ``id``/``score`` only) load and
+pair as the filter ``none``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
+import json
 import logging
+import math
 from collections.abc import Sequence
-from typing import TypedDict
+from pathlib import Path
+from typing import NotRequired, TypedDict
 
 from .errors import PatchgateError
 
-PRIMARY_METRICS = ("acc", "exact_match")
+NO_FILTER = "none"  # lm-eval's name of a task without filter pipelines
+STORED_TEXT = 400  # characters of an output or target kept in a stored baseline
 
 
 class ItemScore(TypedDict):
     id: str
     score: float
+    output: NotRequired[str]
+    answer: NotRequired[str]
+    target: NotRequired[str]
+    prompt: NotRequired[str]
+
+
+class OtherScore(TypedDict):
+    metric: str
+    filter: str
+    value: float
 
 
 class TaskResult(TypedDict):
     metric: str
     value: float
     samples: list[ItemScore]
+    filter: NotRequired[str]
+    docs: NotRequired[str]
+    others: NotRequired[list[OtherScore]]
 
 
 class AccuracyResult(TypedDict):
@@ -41,128 +73,185 @@ class AccuracyResult(TypedDict):
     mean: float
 
 
-def _lm_class():
-    from lm_eval.api.model import LM
-
-    class EngineLM(LM):
-        """lm-eval's view of a patchgate engine (greedy, token ids in and out)."""
-
-        def __init__(self, engine, tokenizer, batch_size: int = 16, progress=None):
-            super().__init__()
-            self.engine, self.tok, self.batch_size = engine, tokenizer, batch_size
-            self.progress = progress
-
-        def _encode(self, text: str) -> list[int]:
-            return self.tok(text, add_special_tokens=False)["input_ids"]
-
-        def _tick(self, n: int) -> None:
-            if self.progress is not None:
-                self.progress.update(n)
-
-        def loglikelihood(self, requests, disable_tqdm: bool = False):
-            pairs = []
-            for req in requests:
-                ctx, cont = req.args
-                whole = self._encode(ctx + cont)
-                ctx_ids = self._encode(ctx)
-                if whole[: len(ctx_ids)] != ctx_ids:  # tokenizer merged across the boundary
-                    ctx_ids = ctx_ids[:-1]
-                cont_ids = whole[len(ctx_ids):]
-                if not ctx_ids:
-                    ctx_ids = [self.tok.eos_token_id or 0]
-                pairs.append((ctx_ids, cont_ids))
-            order = sorted(range(len(pairs)), key=lambda i: -len(pairs[i][0]) - len(pairs[i][1]))
-            out: list[tuple[float, bool] | None] = [None] * len(pairs)
-            for i in range(0, len(order), self.batch_size):
-                chunk = order[i: i + self.batch_size]
-                for j, res in zip(chunk, self.engine.loglikelihood([pairs[j] for j in chunk]),
-                                  strict=True):
-                    out[j] = res
-                self._tick(len(chunk))
-            return out
-
-        def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
-            raise PatchgateError("rolling log-likelihood tasks are not supported by the guard",
-                                 hint="use generate_until or multiple_choice tasks")
-
-        def generate_until(self, requests, disable_tqdm: bool = False):
-            prepared = []
-            for req in requests:
-                ctx, kw = req.args
-                until = kw.get("until") or []
-                until = [until] if isinstance(until, str) else list(until)
-                prepared.append((self._encode(ctx), until, int(kw.get("max_gen_toks", 32))))
-            stop_ids = frozenset(
-                i for _, until, _ in prepared for s in until
-                for i in [self.tok.convert_tokens_to_ids(s.strip())]
-                if s.strip() and i is not None and i != self.tok.unk_token_id
-            ) | ({self.tok.eos_token_id} if self.tok.eos_token_id is not None else set())
-            order = sorted(range(len(prepared)), key=lambda i: -len(prepared[i][0]))
-            out: list[str | None] = [None] * len(prepared)
-            for i in range(0, len(order), self.batch_size):
-                chunk = order[i: i + self.batch_size]
-                max_new = max(prepared[j][2] for j in chunk)
-                rows = self.engine.generate_until([prepared[j][0] for j in chunk], max_new,
-                                                  frozenset(stop_ids))
-                for j, row in zip(chunk, rows, strict=True):
-                    text = self.tok.decode(row[: prepared[j][2]], skip_special_tokens=True)
-                    for s in prepared[j][1]:
-                        text = text.split(s)[0]
-                    out[j] = text
-                self._tick(len(chunk))
-            return out
-
-    return EngineLM
-
-
 def run_guard_tasks(engine, tokenizer, tasks: Sequence[str], task_path: str,
-                    batch_size: int = 16, progress=None) -> AccuracyResult:
-    """Run ``tasks`` (lm-eval names; groups expand) through ``engine``."""
+                    batch_size: int = 16, progress=None, *, primary: dict | None = None,
+                    task_args: dict | None = None, chat_template: bool = False
+                    ) -> AccuracyResult:
+    """Run ``tasks`` (lm-eval task or group names: the task folder's first, then
+    lm-eval's built-in ones) through ``engine``; ``task_args`` reach each task as
+    metadata."""
     from lm_eval import simple_evaluate
-    from lm_eval.tasks import TaskManager
+
+    from .engine_lm import lm_class
+    from .lm_tasks import manager_for, raise_for_data
 
     for name in ("lm-eval", "lm_eval"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    lm = _lm_class()(engine, tokenizer, batch_size, progress)
-    manager = TaskManager(include_path=task_path, include_defaults=False)
+    manager = manager_for(list(tasks), task_path, task_args or {})
+    lm = lm_class()(engine, tokenizer, batch_size, progress)
     try:
         # lm-eval's own per-task progress bars go nowhere; ours (``progress``) stays.
         with contextlib.redirect_stderr(io.StringIO()):
             res = simple_evaluate(model=lm, tasks=list(tasks), task_manager=manager,
-                                  log_samples=True)
+                                  log_samples=True, apply_chat_template=chat_template)
     except PatchgateError:
         raise
-    except (KeyError, ValueError, FileNotFoundError) as e:
+    except (ConnectionError, OSError) as e:
+        raise_for_data(e, list(tasks), manager)
+        raise PatchgateError(f"accuracy guard: lm-eval could not load the data of tasks "
+                             f"{list(tasks)}: {type(e).__name__}: {e}",
+                             hint="check the tasks' data files and the profile's task_args"
+                             ) from e
+    except (KeyError, ValueError, TypeError) as e:
         raise PatchgateError(f"accuracy guard: lm-eval could not run tasks {list(tasks)} "
                              f"from {task_path}: {type(e).__name__}: {e}",
                              hint="check the task YAML files and their data") from e
-    return collect(res)
+    return collect(res, primary)
 
 
-def collect(res: dict) -> AccuracyResult:
-    """Per-item primary-metric scores out of lm-eval's ``simple_evaluate`` result."""
+def collect(res: dict, primary: dict | None = None) -> AccuracyResult:
+    """Per-item primary scores (and the other filters' and metrics' values) out of
+    lm-eval's ``simple_evaluate`` result."""
     tasks: dict[str, TaskResult] = {}
+    parents = _parents(res.get("group_subtasks") or {})
     for task, samples in sorted(res.get("samples", {}).items()):
-        if not samples:
-            continue
-        metric = next((m for m in PRIMARY_METRICS if m in samples[0]), None)
-        if metric is None:
-            raise PatchgateError(f"accuracy guard: task {task} reports none of "
-                                 f"{PRIMARY_METRICS}",
-                                 hint="give the task a primary metric named acc or exact_match")
-        items = [ItemScore(id=str(s["doc"].get("id", s["doc_id"])), score=float(s[metric]))
-                 for s in sorted(samples, key=lambda s: s["doc_id"])]
-        value = sum(i["score"] for i in items) / len(items)
-        tasks[task] = TaskResult(metric=metric, value=value, samples=items)
+        if samples:
+            config = (res.get("configs") or {}).get(task) or {}
+            choice = _choice(task, parents, primary or {})
+            tasks[task] = _task(task, samples, config, choice,
+                                (res.get("results") or {}).get(task) or {})
     if not tasks:
         raise PatchgateError("accuracy guard: lm-eval returned no samples",
                              hint="check the profile's tasks")
     return AccuracyResult(tasks=tasks, mean=sum(t["value"] for t in tasks.values()) / len(tasks))
 
 
+def _parents(group_subtasks: dict) -> dict[str, str]:
+    return {sub: group for group, subs in group_subtasks.items() for sub in subs}
+
+
+def _choice(task: str, parents: dict[str, str], primary: dict) -> dict:
+    """The profile's primary setting for ``task``, or for the nearest group holding it
+    (marked ``group``: it applies where the task has that filter or metric)."""
+    name, seen = task, set()
+    while name is not None and name not in seen:
+        if name in primary:
+            return dict(primary[name], group=name) if name != task else primary[name]
+        seen.add(name)
+        name = parents.get(name)
+    return {}
+
+
+def _task(task: str, samples: list[dict], config: dict, choice: dict, agg: dict
+          ) -> TaskResult:
+    filters = [f["name"] for f in config.get("filter_list") or []] or \
+        list(dict.fromkeys(s.get("filter", NO_FILTER) for s in samples))
+    metrics = [m["metric"] for m in config.get("metric_list") or []
+               if isinstance(m.get("metric"), str)] or list(samples[0].get("metrics", []))
+    flt = choice.get("filter", filters[0])
+    metric = choice.get("metric", metrics[0] if metrics else None)
+    if "group" in choice:  # a group's setting, where this task has it
+        flt = flt if flt in filters else filters[0]
+        metric = metric if metric in metrics else (metrics[0] if metrics else None)
+    if flt not in filters:
+        raise PatchgateError(f"accuracy guard: task {task} has no filter {flt!r}",
+                             hint=f"its filters are: {', '.join(filters)} "
+                             f"(set [primary.{task}] filter in the profile)")
+    if metric not in metrics:
+        raise PatchgateError(f"accuracy guard: task {task} has no metric {metric!r}",
+                             hint=f"its metrics are: {', '.join(metrics)} "
+                             f"(set [primary.{task}] metric in the profile)")
+    mine = sorted((s for s in samples if s.get("filter", NO_FILTER) == flt),
+                  key=lambda s: s["doc_id"])
+    ids = _ids(mine)
+    items = [_item(task, metric, i, s) for i, s in zip(ids, mine, strict=True)]
+    others = [OtherScore(metric=m, filter=f, value=float(agg[f"{m},{f}"]))
+              for f in filters for m in metrics
+              if (m, f) != (metric, flt) and _is_number(agg.get(f"{m},{f}"))]
+    docs = hashlib.sha256("\n".join(f"{i} {s.get('doc_hash', '')}"
+                                    for i, s in zip(ids, mine, strict=True)).encode())
+    return TaskResult(metric=metric, filter=flt,
+                      value=sum(i["score"] for i in items) / len(items), samples=items,
+                      docs=docs.hexdigest()[:16], others=others)
+
+
+def _ids(samples: list[dict]) -> list[str]:
+    """The data's own ``id`` field where every item has a distinct one, else lm-eval's
+    doc id."""
+    own = [s["doc"].get("id") if isinstance(s.get("doc"), dict) else None for s in samples]
+    if all(isinstance(i, str | int) and not isinstance(i, bool) for i in own) and \
+            len(set(map(str, own))) == len(own):
+        return [str(i) for i in own]
+    return [str(s["doc_id"]) for s in samples]
+
+
+def _is_number(value) -> bool:
+    value = value.item() if hasattr(value, "item") else value
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
+def _item(task: str, metric: str, item_id: str, s: dict) -> ItemScore:
+    value = s.get(metric)
+    value = value.item() if hasattr(value, "item") else value
+    if not (isinstance(value, int | float) and math.isfinite(value)):
+        raise PatchgateError(
+            f"accuracy guard: metric {metric} of task {task} is not a number per item "
+            f"(item {item_id}: {str(value)[:80]}); lm-eval computes it over the whole task",
+            hint=f"judge the task on a per-item metric: [primary.{task}] metric = ...")
+    item = ItemScore(id=item_id, score=float(value))
+    args = s.get("arguments") or []
+    resps = s.get("resps") or []
+    if args:
+        item["prompt"] = str(args[0][0])
+    if args and isinstance(args[0][1], str):  # multiple choice: (context, continuation)
+        conts = [a[1] for a in args]
+        lls = [r[0][0] if r and isinstance(r[0], list | tuple) else float("-inf")
+               for r in resps]
+        if metric == "acc_norm":
+            lls = [ll / max(1, len(c.lstrip())) for ll, c in zip(lls, conts, strict=False)]
+        if lls:
+            item["output"] = conts[max(range(len(lls)), key=lls.__getitem__)].strip()
+        target = s.get("target")
+        if isinstance(target, int) and 0 <= target < len(conts):
+            target = conts[target].strip()
+        item["target"] = str(target)
+    else:
+        output = resps[0][0] if resps and resps[0] else ""
+        item["output"] = str(output)
+        filtered = (s.get("filtered_resps") or [None])[0]
+        if filtered is not None and str(filtered) != str(output):
+            item["answer"] = str(filtered)
+        item["target"] = str(s.get("target"))
+    return item
+
+
+def _filter_of(result: TaskResult) -> str:
+    return result.get("filter", NO_FILTER)
+
+
+def differences(stored: AccuracyResult, here: AccuracyResult) -> list[str]:
+    """What keeps a stored accuracy from standing in for one measured now on the same
+    model: other tasks, another primary metric or filter, other items."""
+    out = []
+    a, b = set(stored["tasks"]), set(here["tasks"])
+    if a != b:
+        out.append(f"tasks: stored {', '.join(sorted(a))}; now {', '.join(sorted(b))}")
+    for task in sorted(a & b):
+        s, h = stored["tasks"][task], here["tasks"][task]
+        if (s["metric"], _filter_of(s)) != (h["metric"], _filter_of(h)):
+            out.append(f"{task}: stored {s['metric']}/{_filter_of(s)}, now "
+                       f"{h['metric']}/{_filter_of(h)}")
+        elif s.get("docs") and h.get("docs") and s["docs"] != h["docs"]:
+            out.append(f"{task}: other items (data changed)")
+        elif [i["id"] for i in s["samples"]] != [i["id"] for i in h["samples"]]:
+            out.append(f"{task}: other item ids")
+    return out
+
+
 def paired_scores(reference: AccuracyResult, candidate: AccuracyResult
                   ) -> tuple[list[float], list[float]]:
-    """Item scores of both runs, aligned by (task, item id); refuses different item sets."""
+    """Item scores of both runs, aligned by (task, filter, item id); refuses different
+    tasks, metrics, filters or item sets."""
     ref, cand = [], []
     for task, r in sorted(reference["tasks"].items()):
         c = candidate["tasks"].get(task)
@@ -170,6 +259,11 @@ def paired_scores(reference: AccuracyResult, candidate: AccuracyResult
             raise PatchgateError(f"accuracy guard: task {task} is in the reference but not in "
                                  "the candidate run",
                                  hint="re-create the reference with the same tasks (--accept)")
+        if (r["metric"], _filter_of(r)) != (c["metric"], _filter_of(c)):
+            raise PatchgateError(
+                f"accuracy guard: task {task} was judged on {r['metric']}/{_filter_of(r)} in "
+                f"the reference but on {c['metric']}/{_filter_of(c)} in the candidate",
+                hint="re-create the reference with the same profile (--accept)")
         cmap = {s["id"]: s["score"] for s in c["samples"]}
         for s in r["samples"]:
             if s["id"] not in cmap:
@@ -179,3 +273,57 @@ def paired_scores(reference: AccuracyResult, candidate: AccuracyResult
             ref.append(s["score"])
             cand.append(cmap[s["id"]])
     return ref, cand
+
+
+def flips(reference: AccuracyResult, candidate: AccuracyResult) -> list[dict]:
+    """Items judged right (score >= 0.5) in one run and wrong in the other, in task and
+    item order: both outputs, the target and the prompt."""
+    out = []
+    for task, r in sorted(reference["tasks"].items()):
+        c = candidate["tasks"].get(task)
+        if c is None:
+            continue
+        cmap = {s["id"]: s for s in c["samples"]}
+        for rs in r["samples"]:
+            cs = cmap.get(rs["id"])
+            if cs is None or (rs["score"] >= 0.5) == (cs["score"] >= 0.5):
+                continue
+            out.append({
+                "task": task, "filter": _filter_of(r), "metric": r["metric"], "id": rs["id"],
+                "direction": "right->wrong" if rs["score"] >= 0.5 else "wrong->right",
+                "reference_score": rs["score"], "candidate_score": cs["score"],
+                "target": cs.get("target", rs.get("target")),
+                "reference_output": rs.get("answer", rs.get("output")),
+                "candidate_output": cs.get("answer", cs.get("output")),
+                "reference_generation": rs.get("output"),
+                "candidate_generation": cs.get("output"),
+                "prompt": cs.get("prompt", rs.get("prompt")),
+            })
+    return out
+
+
+def flips_path(verdict_path: Path) -> Path:
+    """The file of all flipped items next to a verdict: ``verdict.flips.jsonl``."""
+    return verdict_path.with_name(verdict_path.stem + ".flips.jsonl")
+
+
+def flips_jsonl(items: list[dict]) -> str:
+    """One flipped item per line (JSON), prompts included."""
+    return "".join(json.dumps(i, ensure_ascii=False, sort_keys=True) + "\n" for i in items)
+
+
+def stored(result: AccuracyResult | None) -> AccuracyResult | None:
+    """``result`` as a baseline keeps it: no prompts, texts clipped to STORED_TEXT."""
+    if result is None:
+        return None
+    tasks = {}
+    for name, task in result["tasks"].items():
+        samples = []
+        for s in task["samples"]:
+            kept = {k: v for k, v in s.items() if k != "prompt"}
+            for k in ("output", "answer", "target"):
+                if isinstance(kept.get(k), str):
+                    kept[k] = kept[k][:STORED_TEXT]
+            samples.append(kept)
+        tasks[name] = {**task, "samples": samples}
+    return AccuracyResult(tasks=tasks, mean=result["mean"])

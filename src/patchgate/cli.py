@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .config import PROFILES, get_profile, repo_root
+from .config import get_profile, repo_root
 from .errors import EXIT_ACCEPTED, EXIT_ERROR, EXIT_REJECTED, PatchgateError
 from .fidelity import BENCHES
 
@@ -21,8 +21,11 @@ EXIT_CODES = ("exit codes: 0 accepted, skipped (no new patch for this engine) or
 
 
 def _epilog() -> str:
-    names = ", ".join(sorted(PROFILES))
-    return f"{EXIT_CODES}. profiles: {names} (`patchgate profiles` describes them)."
+    from .profiles import available
+
+    names = ", ".join(p.stem for p in available())
+    return (f"{EXIT_CODES}. profiles: {names} (profiles/*.toml; `patchgate profiles` "
+            "describes them; --profile also takes a .toml path).")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,7 +47,12 @@ def _parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("guard", help="run the gate on a profile: six scenarios + accuracy guard",
                        epilog=_epilog())
-    g.add_argument("--profile", default="default", help="profile name (see `patchgate profiles`)")
+    g.add_argument("--profile", default="default",
+                   help="a profile name (see `patchgate profiles`) or a profile .toml file")
+    g.add_argument("--tasks", help="comma-separated lm-eval task or group names "
+                   "(instead of the profile's tasks)")
+    g.add_argument("--task-path", type=Path, help="a folder of lm-eval task YAMLs "
+                   "(instead of the profile's task_path)")
     g.add_argument("--patches", type=Path, default=root / "model_patches",
                    help="folder of NNNN-slug.py patches (default: model_patches/)")
     g.add_argument("--baselines", type=Path, default=root / "baselines",
@@ -140,7 +148,7 @@ def _parser() -> argparse.ArgumentParser:
                    "samples stored in <baselines>/<profile>/{reference,current}.json")
     c.add_argument("--quiet", action="store_true", help="no progress bars or lines")
 
-    sub.add_parser("profiles", help="list the built-in profiles")
+    sub.add_parser("profiles", help="list the profiles of profiles/ with their descriptions")
 
     mg = sub.add_parser("model", help="model folders: `model grow` builds a grown checkpoint")
     grow = mg.add_subparsers(dest="model_command", required=True).add_parser(
@@ -160,9 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     run = None
     try:
         if args.command == "profiles":
-            for p in PROFILES.values():
-                print(f"{p.name:22s} {p.engine:12s} {p.description}")
-            return EXIT_ACCEPTED
+            return _profiles()
         if args.command == "report":
             return _report(args)
         if args.command == "badges":
@@ -181,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             return _model_grow(args)
         from .gate import GuardOptions, Run, print_report, run_guard
 
-        profile = get_profile(args.profile)
+        profile = _guard_profile(args)
         if args.rounds is not None:
             if args.rounds < 2:
                 raise PatchgateError("--rounds must be at least 2", hint="use 5 or more")
@@ -221,6 +227,36 @@ def main(argv: list[str] | None = None) -> int:
 
 
 NOTHING_WRITTEN = "nothing under baselines/ or CHANGELOG.md was written"
+
+
+def _profiles() -> int:
+    from .profiles import listing
+
+    for name, engine, description in listing():
+        print(f"{name:22s} {engine:12s} {description}")
+    return EXIT_ACCEPTED
+
+
+def _guard_profile(args):
+    """The profile of a guard run, with --tasks and --task-path applied; its model
+    folder must exist."""
+    from .profiles import check_engine_version, check_model
+
+    profile = get_profile(args.profile)
+    if args.tasks is not None:
+        tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
+        if not tasks:
+            raise PatchgateError(f"--tasks {args.tasks!r} names no task",
+                                 hint="e.g. --tasks gsm8k,arc_easy")
+        profile = profile.with_overrides(tasks=tasks)
+    if args.task_path is not None:
+        if not args.task_path.is_dir():
+            raise PatchgateError(f"--task-path {args.task_path}: not a folder",
+                                 hint="pass a folder of lm-eval task YAML files")
+        profile = profile.with_overrides(task_path=str(args.task_path.resolve()))
+    check_model(profile, args.profile)
+    check_engine_version(profile, args.profile)
+    return profile
 
 
 def _step(run) -> str:

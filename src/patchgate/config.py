@@ -1,8 +1,10 @@
 """Profiles: everything one gate run needs to know, with defaults written once.
 
 A profile names the model, the engine and its settings, the scenario lengths, the
-accuracy guard and the thresholds. ``PROFILES`` holds the built-in ones; paths are
-relative to the repository root (:func:`repo_root`).
+accuracy guard and the thresholds. The dataclasses below are the only place defaults
+live; the profiles themselves are TOML files (``profiles/<name>.toml``, or any file
+given by path), read and checked by :mod:`patchgate.profiles`. Paths in a profile
+are relative to the repository root (:func:`repo_root`).
 """
 
 from __future__ import annotations
@@ -10,8 +12,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from .errors import PatchgateError
 
 BATCH_SIZES = (1, 8, 64)
 SCORE_WEIGHTS = {1: 0.4, 8: 0.3, 64: 0.3}  # S1, S8, Sinf
@@ -93,6 +93,18 @@ class Profile:
     # serving benchmark against one server per configuration (patchgate.serving)
     scenarios: str = "static"
     serving: Serving = field(default_factory=Serving)
+    # The metric and filter the 99 % rule reads, per lm-eval task (or group):
+    # {"gsm8k": {"metric": "exact_match", "filter": "flexible-extract"}}. A task not
+    # named here is judged on its first filter and its first metric.
+    primary: dict = field(default_factory=dict)
+    # Handed to every lm-eval task as metadata: a task's ``custom_dataset`` function
+    # receives them as keyword arguments (e.g. ``data_path``).
+    task_args: dict = field(default_factory=dict)
+    # Prompts go through the tokenizer's chat template (lm-eval apply_chat_template).
+    chat_template: bool = False
+    # The lowest version of the engine's package the model needs ("0.5.19"), checked
+    # before anything is loaded; None: any.
+    engine_version: str | None = None
 
     def model_path(self, root: Path | None = None) -> Path:
         p = Path(self.model)
@@ -116,96 +128,19 @@ def repo_root() -> Path:
     return Path.cwd()
 
 
-PROFILES: dict[str, Profile] = {
-    p.name: p
-    for p in (
-        Profile(
-            name="default",
-            description="embedded default MiniCPM on CPU through transformers (runs anywhere)",
-            model="models/default",
-            engine="transformers",
-            lengths=Lengths(prefill_input=256, prefill_output=1, decode_input=16,
-                            decode_output=32),
-            rounds=10,
-        ),
-        Profile(
-            name="h200-default",
-            description="embedded default MiniCPM on one H200 through SGLang",
-            model="models/default",
-            engine="sglang",
-            device="cuda",
-            dtype="bfloat16",
-            lengths=Lengths(prefill_input=2048, prefill_output=1, decode_input=128,
-                            decode_output=256),
-            engine_args={"disable_prefill_cuda_graph": True},
-            # a model this small is bound by per-step overhead: calls vary by 10-15 %
-            # (8 rounds could only detect 27-46 % changes on one H200), so more rounds,
-            # and the CPU's 5 % threshold: two engines of it differ by up to 40 %
-            rounds=30,
-            thresholds=Thresholds(latency=0.05),
-            eval_batch_size=64,
-        ),
-        Profile(
-            name="h200-minicpm8b-dummy",
-            description="MiniCPM4-8B-shaped model with random weights on one H200 (SGLang); "
-            "the guard compares greedy tokens with the reference",
-            model="models/minicpm4-8b-dummy",
-            engine="sglang",
-            device="cuda",
-            dtype="bfloat16",
-            lengths=Lengths(prefill_input=2048, prefill_output=1, decode_input=128,
-                            decode_output=256),
-            engine_args={"load_format": "dummy"},
-            # GPU-bound 8B steps: A/A calls agree within 1 % (docs/gpu-runs), so 2 %;
-            # 10 paired rounds is the fewest whose signed-rank test can reach a
-            # scenario's share of alpha (Holm: alpha / 3 looks / 12 <= 2^-10)
-            rounds=10,
-            thresholds=Thresholds(latency=0.02),
-            guard="token_agreement",
-        ),
-        Profile(
-            name="h200-minicpm8b",
-            description="the default MiniCPM grown, function-preserving, to the MiniCPM4-8B "
-            "shape on one H200 (SGLang): 8B kernels, the default model's answers",
-            model="models/default",
-            grow="minicpm4-8b",
-            engine="sglang",
-            device="cuda",
-            dtype="bfloat16",
-            lengths=Lengths(prefill_input=2048, prefill_output=1, decode_input=128,
-                            decode_output=256),
-            # GPU-bound 8B steps: A/A calls agree within 1 % (docs/gpu-runs), so 2 %;
-            # 10 paired rounds is the fewest whose signed-rank test can reach a
-            # scenario's share of alpha (Holm: alpha / 3 looks / 12 <= 2^-10)
-            rounds=10,
-            thresholds=Thresholds(latency=0.02),
-            eval_batch_size=64,
-        ),
-        Profile(
-            name="target-template",
-            description="template for the real target (MiniCPM-SALA or any model path) on "
-            "your own GPU runner; copy and set model",
-            model="/path/to/MiniCPM-SALA",
-            engine="sglang",
-            device="cuda",
-            dtype="bfloat16",
-            lengths=Lengths(prefill_input=4096, prefill_output=1, decode_input=128,
-                            decode_output=512),
-            # GPU-bound 8B steps: A/A calls agree within 1 % (docs/gpu-runs), so 2 %;
-            # 10 paired rounds is the fewest whose signed-rank test can reach a
-            # scenario's share of alpha (Holm: alpha / 3 looks / 12 <= 2^-10)
-            rounds=10,
-            thresholds=Thresholds(latency=0.02),
-        ),
-    )
-}
+def get_profile(ref: str) -> Profile:
+    """The profile ``ref`` names: ``profiles/<ref>.toml`` of the repository, or, when
+    ``ref`` is a path (it ends in ``.toml`` or holds a ``/``), that file."""
+    from .profiles import load_ref
+
+    return load_ref(ref)
 
 
-def get_profile(name: str) -> Profile:
-    try:
-        return PROFILES[name]
-    except KeyError:
-        raise PatchgateError(
-            f"unknown profile {name!r}",
-            hint=f"choose one of: {', '.join(sorted(PROFILES))}",
-        ) from None
+def __getattr__(name: str):
+    # ``PROFILES`` (name -> Profile) was a dict of this module before profiles became
+    # files; it is now read from profiles/*.toml whenever it is asked for.
+    if name == "PROFILES":
+        from .profiles import builtin
+
+        return builtin()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -265,7 +265,8 @@ def _evaluate(run, prof, configs: Configurations, stored, env, work, served=None
         ref_acc, cand_acc, ref_source = _task_accuracy(run, prof, configs, stored, env,
                                                        work)
     ref_items, cand_items = acc.paired_scores(ref_acc, cand_acc)
-    accuracy = accuracy_block(ref_items, cand_items, ref_acc, cand_acc, prof)
+    flipped = acc.flips(ref_acc, cand_acc)
+    accuracy = accuracy_block(ref_items, cand_items, ref_acc, cand_acc, prof, flips=flipped)
     accuracy["reference_source"] = ref_source
     if mode:
         accuracy["mode"] = mode
@@ -296,7 +297,8 @@ def _evaluate(run, prof, configs: Configurations, stored, env, work, served=None
         verdict["serving"] = served.metrics
         if served.explain is not None:
             verdict["explain"] = served.explain
-    return verdict, Measurements(latency, {"candidate": cand_acc, "reference": ref_acc})
+    return verdict, Measurements(latency, {"candidate": acc.stored(cand_acc),
+                                           "reference": acc.stored(ref_acc), "flips": flipped})
 
 
 def _latency_notes(run: Run, result: lat.LatencyResult) -> None:
@@ -330,8 +332,12 @@ def _task_accuracy(run, prof, configs: Configurations, stored, env, work):
     if configs.same("reference", "candidate"):
         return cand_acc, cand_acc, "measured now (the candidate has no patches)"
     if _reusable(run, stored["reference"], env, work):
-        return (stored["reference"]["accuracy"], cand_acc,
-                f"loaded from {_rel(run.opts.baselines_dir)}/{prof.name}/reference.json")
+        changed = acc.differences(stored["reference"]["accuracy"], cand_acc)
+        if not changed:
+            return (stored["reference"]["accuracy"], cand_acc,
+                    f"loaded from {_rel(run.opts.baselines_dir)}/{prof.name}/reference.json")
+        run.notes.append("stored reference accuracy not used: it was measured on "
+                         f"{'; '.join(changed)}; measured now")
     run.enter("accuracy: reference (no stored result for this environment, model and tasks)")
     return _accuracy(run, prof, configs.engine("reference")), cand_acc, "measured now"
 
@@ -363,7 +369,8 @@ def _accuracy(run, prof, engine) -> dict:
                              hint="use guard='lm_eval' or 'token_agreement'")
     with run.progress(None, "accuracy") as bar:
         return acc.run_guard_tasks(engine, engine.tokenizer, prof.tasks, str(_task_path(prof)),
-                                   prof.eval_batch_size, bar)
+                                   prof.eval_batch_size, bar, primary=prof.primary,
+                                   task_args=prof.task_args, chat_template=prof.chat_template)
 
 
 def _task_path(prof: Profile) -> Path:
@@ -399,6 +406,10 @@ def _write(opts: GuardOptions, store, verdict: Verdict, measured: Measurements,
     if opts.accept and not accepted:
         verdict["notes"].append("not accepted: baselines/ and CHANGELOG.md left as they were")
     if opts.json_path:
+        if measured.accuracy.get("flips"):  # every flipped item, next to the verdict
+            path = acc.flips_path(opts.json_path)
+            verdict["accuracy"]["flips_file"] = path.name
+            files[path] = acc.flips_jsonl(measured.accuracy["flips"])
         files[opts.json_path] = storage.json_text(verdict, opts.json_path)
     if files:
         storage.atomic_write_many(files)

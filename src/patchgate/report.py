@@ -109,10 +109,54 @@ def accuracy_lines(verdict: dict) -> list[str]:
     return lines
 
 
+def _measure(metric: str, flt: str | None) -> str:
+    return metric if flt in (None, "none") else f"{metric} / {flt}"
+
+
 def task_rows(verdict: dict) -> list[list[str]]:
+    """Per task its primary metric (/ filter), what the rule reads; below it the other
+    filters and metrics lm-eval reported, marked "shown" (not judged)."""
     a = verdict["accuracy"] or {}
-    return [[t, v["metric"], f"{v['reference']:.3f}", f"{v['candidate']:.3f}",
-             f"{100 * v['ratio']:.1f} %"] for t, v in a.get("per_task", {}).items()]
+    rows = []
+    for t, v in a.get("per_task", {}).items():
+        rows.append([t, _measure(v["metric"], v.get("filter")), f"{v['reference']:.3f}",
+                     f"{v['candidate']:.3f}", f"{100 * v['ratio']:.1f} %"])
+        for o in v.get("others", []):
+            ratio = f"{100 * o['candidate'] / o['reference']:.1f} %" if o["reference"] else "-"
+            rows.append(["", f"{_measure(o['metric'], o['filter'])} (shown)",
+                         f"{o['reference']:.3f}", f"{o['candidate']:.3f}", ratio])
+    return rows
+
+
+FLIPS_TERMINAL = 10  # flipped items printed by the terminal report
+FLIPS_MARKDOWN = 5  # and by the PR comment
+
+
+def _short(text, n: int = 60) -> str:
+    text = "-" if text is None else " ".join(str(text).split())
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def flip_summary(verdict: dict, shown: int) -> str | None:
+    a = verdict["accuracy"] or {}
+    total = a.get("flips_total", 0)
+    if not total:
+        return None
+    where = f"; all in {a['flips_file']}" if a.get("flips_file") else ""
+    return (f"flipped items: {total} (the first {min(shown, len(a.get('flips', [])))} "
+            f"below{where})")
+
+
+def flip_rows(verdict: dict, shown: int, markdown: bool = False) -> list[list[str]]:
+    """The first ``shown`` flipped items: task, item, direction, both outputs, target."""
+    a = verdict["accuracy"] or {}
+    rows = [[f["task"], f["id"], f["direction"], _short(f.get("reference_output")),
+             _short(f.get("candidate_output")), _short(f.get("target"))]
+            for f in a.get("flips", [])[:shown]]
+    return [[c.replace("|", "\\|") for c in r] for r in rows] if markdown else rows
+
+
+FLIP_HEADERS = ["task", "item", "flip", "reference", "new", "target"]
 
 
 def attribution_rows(verdict: dict) -> list[list[str]]:
@@ -216,6 +260,10 @@ def render_terminal(verdict: dict) -> str:
         out.append(tabulate(task_rows(verdict),
                             headers=["task", "metric", "reference", "new", "ratio"],
                             tablefmt="simple", disable_numparse=True))
+    if flip_summary(verdict, FLIPS_TERMINAL):
+        out.append(flip_summary(verdict, FLIPS_TERMINAL))
+        out.append(tabulate(flip_rows(verdict, FLIPS_TERMINAL), headers=FLIP_HEADERS,
+                            tablefmt="simple", disable_numparse=True))
     out += allowed_lines(verdict)
     if attribution_rows(verdict):
         out.append(tabulate(attribution_rows(verdict), headers=ATTRIBUTION_HEADERS,
@@ -264,6 +312,12 @@ def render_markdown(verdict: dict) -> str:
                             headers=["task", "metric", "reference", "new", "ratio"],
                             tablefmt="github", disable_numparse=True))
         out.append("")
+        if flip_summary(verdict, FLIPS_MARKDOWN):
+            out += [flip_summary(verdict, FLIPS_MARKDOWN) + ":", ""]
+            out.append(tabulate(flip_rows(verdict, FLIPS_MARKDOWN, markdown=True),
+                                headers=FLIP_HEADERS,
+                                tablefmt="github", disable_numparse=True))
+            out.append("")
     if attribution_rows(verdict):
         out += ["Each new patch on top of the ones before it (`--attribute`; descriptive, "
                 "the verdict is on the whole change):", "",

@@ -197,16 +197,32 @@ def speed_scores(rows: list[Row], batch_sizes: tuple[int, ...]) -> dict[str, flo
     return out
 
 
+FLIPS_KEPT = 20  # flipped items in the verdict; all of them go to the flips file
+CLIP = 300  # characters of a flipped item's texts in the verdict (a prompt's end)
+
+
 def accuracy_block(reference_items: list[float], candidate_items: list[float],
-                   reference: dict, candidate: dict, profile: Profile) -> dict:
+                   reference: dict, candidate: dict, profile: Profile,
+                   flips: list[dict] | None = None) -> dict:
+    """Paired accuracy vs the reference. ``per_task``: each task's primary metric and
+    filter (what the rule reads) and ``others`` (the other filters and metrics, shown,
+    not judged). ``flips``: the first FLIPS_KEPT items judged right in one run and
+    wrong in the other (both outputs, the target, the prompt's end); ``flips_total``
+    counts them all."""
     cmp = stats.compare_accuracy(reference_items, candidate_items, seed=profile.seed)
-    per_task = {
-        t: {"metric": r["metric"], "reference": r["value"],
-            "candidate": candidate["tasks"][t]["value"],
-            "ratio": (candidate["tasks"][t]["value"] / r["value"]) if r["value"] else 1.0}
-        for t, r in sorted(reference["tasks"].items())
-    }
+    per_task = {}
+    for t, r in sorted(reference["tasks"].items()):
+        c = candidate["tasks"][t]
+        theirs = {(o["metric"], o["filter"]): o["value"] for o in c.get("others", [])}
+        per_task[t] = {
+            "metric": r["metric"], "filter": r.get("filter", "none"), "reference": r["value"],
+            "candidate": c["value"], "ratio": (c["value"] / r["value"]) if r["value"] else 1.0,
+            "others": [{"metric": o["metric"], "filter": o["filter"], "reference": o["value"],
+                        "candidate": theirs[(o["metric"], o["filter"])]}
+                       for o in r.get("others", []) if (o["metric"], o["filter"]) in theirs]}
     th = profile.thresholds
+    kept = [{k: _clip(v, tail=k == "prompt") for k, v in f.items()}
+            for f in (flips or [])[:FLIPS_KEPT]]
     return {
         "reference": cmp.reference, "candidate": cmp.candidate, "ratio": cmp.ratio,
         "ci_low": cmp.ci_low, "ci_high": cmp.ci_high,
@@ -214,7 +230,15 @@ def accuracy_block(reference_items: list[float], candidate_items: list[float],
         "p_value": cmp.p_value, "n": cmp.n, "per_task": per_task,
         "C": stats.correctness_coefficient(cmp.ratio, th.c_low, th.c_high),
         "threshold": th.accuracy_reject,
+        "flips": kept, "flips_total": len(flips or []),
     }
+
+
+def _clip(text, tail: bool = False):
+    """A long text cut to CLIP characters: a prompt's end, an output's start."""
+    if not isinstance(text, str) or len(text) <= CLIP:
+        return text
+    return "..." + text[-CLIP:] if tail else text[:CLIP] + "..."
 
 
 def task_notes(accuracy: dict, limit: float) -> list[str]:
