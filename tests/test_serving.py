@@ -257,6 +257,17 @@ SERVING_PROFILE = get_profile("h200-default").with_overrides(
                     bench_timeout_s=60))
 
 
+
+@pytest.fixture(autouse=True)
+def sglang_registry(monkeypatch):
+    """SGLang's model registry as the hook reads it (SGLang is not installed on CPU)."""
+    from patchgate.engines import sglang_hook
+
+    real = sglang_hook.registry_models
+    table = {"MiniCPMForCausalLM": "sglang.srt.models.minicpm:MiniCPMForCausalLM"}
+    monkeypatch.setattr(sglang_hook, "registry_models",
+                        lambda registry=None: real(table if registry is None else registry))
+
 def test_the_serving_phase_end_to_end_with_fake_servers(tmp_path):
     slow = discover(FIX / "gate" / "slow_decode")
     sets = {"candidate": slow, "current": [], "reference": []}
