@@ -226,13 +226,14 @@ wait)
   ;;
 issue15)
   # issue 14's acceptance and issue 15's trades on h200-minicpm8b, in one lease:
-  # the grown checkpoint (timed, then found in the cache); FP8 W8A8 against the
-  # reference (--accept --record: its baselines become the profile's); int4
-  # weight-only and mixed int4/bf16, each against the reference only (BL=/tmp/bl-alt)
+  # the grown checkpoint (timed, then found in the cache); the SGLang chain of
+  # model_patches/ (0001-0003 and 0006 FP8 W8A8) against the reference (--accept
+  # --record: its baselines become the profile's); mixed int4/bf16 and int4
+  # weight-only, each against the reference only (BL=/tmp/bl-alt)
   bash "$0" seed
   bash "$0" grow; bash "$0" grow
-  bash "$0" pick fp8 0006
-  bash "$0" guard h200-minicpm8b /tmp/pick/fp8 h200-minicpm8b-0006-fp8 --accept --record
+  bash "$0" pick chain 0001 0002 0003 0006
+  bash "$0" guard h200-minicpm8b /tmp/pick/chain h200-minicpm8b-chain --accept --record
   rm -rf /tmp/bl-alt && mkdir -p /tmp/bl-alt/h200-minicpm8b
   cp /tmp/bl/h200-minicpm8b/reference.json /tmp/bl-alt/h200-minicpm8b/ 2>/dev/null
   bash "$0" pick mixed 0008
