@@ -335,3 +335,22 @@ def test_attribution_gives_each_new_patch_its_own_effect(work, tmp_path, capsys)
     assert first["accuracy_change"] == 0 and second["accuracy_ratio"] == 1.0
     err = capsys.readouterr().err
     assert "--attribute: 2 new patches, so 1 more engine(s)" in err.replace("\n", " ")
+
+
+def test_the_cli_into_a_pipe_writes_step_lines_and_no_carriage_return(work):
+    """CI logs: with stdout and stderr going to pipes (not a terminal), no progress bar
+    redraws (no '\\r', lm-eval's bars included) and every step still gets its line."""
+    small = work / "small.toml"  # the default profile at the lengths of this file's runs
+    small.write_text('name = "default"\ndescription = "default, short lengths"\n'
+                     'model = "models/default"\nengine = "transformers"\nrounds = 3\n'
+                     "[lengths]\nprefill_input = 64\nprefill_output = 1\n"
+                     "decode_input = 8\ndecode_output = 12\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "patchgate", "guard", "--profile", str(small), "--patches",
+         str(GATE / "neutral"), "--baselines", str(work / "baselines"), "--changelog",
+         str(work / "CHANGELOG.md")],
+        capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    assert run.returncode in (0, 1), run.stderr[-3000:]
+    assert run.stdout.count("\r") == 0 and run.stderr.count("\r") == 0
+    for step in ("validating patches", "latency", "accuracy", "writing results", "done"):
+        assert f"[patchgate] {step}" in run.stderr, step
