@@ -459,7 +459,7 @@ def _envelopes(opts, verdict: Verdict, measured: Measurements, configs: Configur
 
 def _entry(verdict: Verdict, sets) -> str:
     new = [p for p in sets["candidate"] if p.name in verdict["new_patches"]]
-    title = "; ".join(p.title for p in new)
+    title = "; ".join(p.title.rstrip(".") for p in new) + "."
     description = " ".join(p.description.split("\n\n")[0] for p in new)
     date = datetime.now(UTC).strftime("%Y-%m-%d")
     return changelog.format_entry(date, title, description, verdict["verdict"],

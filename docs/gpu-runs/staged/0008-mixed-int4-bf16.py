@@ -14,6 +14,10 @@ not simulated.
 from patchgate.quant import int4_weight_only
 
 ENGINES = ("sglang",)
+# SGLang captures prefill CUDA graphs for 58 token counts; with torchao's int4 tensors
+# each capture takes about 7 s on the H200 (measured 2026-12-05), so they are off
+# (decode graphs stay on; a 2048-token prefill is bound by its matmuls, not by launches).
+SERVER_ARGS = {"disable_prefill_cuda_graph": True}
 KEEP = (
     "model.layers.0.self_attn.qkv_proj", "model.layers.1.self_attn.qkv_proj",
     "model.layers.0.self_attn.o_proj", "model.layers.1.self_attn.o_proj",
