@@ -151,6 +151,28 @@ def test_a_metric_that_is_not_a_number_per_item_is_refused():
         acc.collect(res)
 
 
+
+def test_lower_is_better_metrics_are_never_read_as_accuracy():
+    """A ratio of error rates would pass a change that doubles them: by default the first
+    higher-is-better metric is primary; naming a lower-is-better one is an error."""
+    def sample(i, ter, ok):
+        return {"doc_id": i, "doc": {}, "filter": "none", "metrics": ["ter", "exact_match"],
+                "ter": ter, "exact_match": ok, "arguments": [("q", {"until": ["."]})],
+                "resps": [["x"]], "filtered_resps": ["x"], "target": "y"}
+    res = {"samples": {"mt": [sample(0, 0.5, 1.0), sample(1, 0.9, 0.0)]},
+           "configs": {"mt": {"metric_list": [
+               {"metric": "ter", "higher_is_better": False},
+               {"metric": "exact_match", "higher_is_better": True}]}}}
+    out = acc.collect(res)
+    assert out["tasks"]["mt"]["metric"] == "exact_match" and out["tasks"]["mt"]["value"] == 0.5
+    with pytest.raises(PatchgateError, match="metric ter of task mt is lower-is-better") as e:
+        acc.collect(res, primary={"mt": {"metric": "ter"}})
+    assert "metric = exact_match" in e.value.hint
+    # lm-eval's own higher_is_better table counts too (a metric_list without the key)
+    res["configs"]["mt"]["metric_list"] = [{"metric": "ter"}, {"metric": "exact_match"}]
+    res["higher_is_better"] = {"mt": {"ter": False, "exact_match": True}}
+    assert acc.collect(res)["tasks"]["mt"]["metric"] == "exact_match"
+
 def test_pairing_by_task_filter_and_item_and_the_flipped_items(tok, right):
     ref, _ = right
     cand, _ = run(tok, answers(wrong={"addition-0000", "var_track-0003", "fact_mc-0002"}))

@@ -118,8 +118,12 @@ def collect(res: dict, primary: dict | None = None) -> AccuracyResult:
         if samples:
             config = (res.get("configs") or {}).get(task) or {}
             choice = _choice(task, parents, primary or {})
+            better = dict((res.get("higher_is_better") or {}).get(task) or {})
+            better.update({m["metric"]: m["higher_is_better"]
+                           for m in config.get("metric_list") or []
+                           if isinstance(m.get("metric"), str) and "higher_is_better" in m})
             tasks[task] = _task(task, samples, config, choice,
-                                (res.get("results") or {}).get(task) or {})
+                                (res.get("results") or {}).get(task) or {}, better)
     if not tasks:
         raise PatchgateError("accuracy guard: lm-eval returned no samples",
                              hint="check the profile's tasks")
@@ -142,14 +146,25 @@ def _choice(task: str, parents: dict[str, str], primary: dict) -> dict:
     return {}
 
 
-def _task(task: str, samples: list[dict], config: dict, choice: dict, agg: dict
-          ) -> TaskResult:
+def _task(task: str, samples: list[dict], config: dict, choice: dict, agg: dict,
+          better: dict | None = None) -> TaskResult:
+    """One task's primary scores. The 99 % rule reads "higher is better": by default the
+    first metric lm-eval marks so; a lower-is-better metric named in the profile is an
+    error (a ratio of error rates or perplexities would pass what it should reject)."""
+    better = better or {}
     filters = [f["name"] for f in config.get("filter_list") or []] or \
         list(dict.fromkeys(s.get("filter", NO_FILTER) for s in samples))
     metrics = [m["metric"] for m in config.get("metric_list") or []
                if isinstance(m.get("metric"), str)] or list(samples[0].get("metrics", []))
     flt = choice.get("filter", filters[0])
-    metric = choice.get("metric", metrics[0] if metrics else None)
+    upward = [m for m in metrics if better.get(m, True) is not False]
+    metric = choice.get("metric", upward[0] if upward else (metrics[0] if metrics else None))
+    if better.get(metric, True) is False:
+        raise PatchgateError(
+            f"accuracy guard: metric {metric} of task {task} is lower-is-better; the 99 % "
+            "rule compares scores where higher is better",
+            hint=f"judge the task on a higher-is-better metric ([primary.{task}] metric = "
+            f"{', '.join(upward) or '...'}), or drop the task")
     if "group" in choice:  # a group's setting, where this task has it
         flt = flt if flt in filters else filters[0]
         metric = metric if metric in metrics else (metrics[0] if metrics else None)
