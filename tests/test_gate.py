@@ -90,7 +90,8 @@ def neutral(work, **kw) -> tuple[dict, int]:
     two processes can differ by a steady few per cent; so a rejection for latency
     alone gets one more run, and two in a row fail the test."""
     v = run_guard(opts(work, GATE / "neutral", **kw))
-    if v["verdict"] == "rejected" and all(" slower than " in r for r in v["reasons"]):
+    if v["verdict"] == "rejected" and v["accuracy"]["ratio"] >= 0.99 and \
+            not any("accuracy" in r for r in v["reasons"]):  # latency alone
         return run_guard(opts(work, GATE / "neutral", **kw)), 2
     return v, 1
 
@@ -330,9 +331,11 @@ def test_attribution_gives_each_new_patch_its_own_effect(work, tmp_path, capsys)
     assert v["verdict"] == "rejected"
     first, second = v["attribution"]
     assert (first["patch"], second["patch"]) == ("0001-silu-module.py", "0002-slow-decode.py")
+    # which patch cost the time (relations, not sizes: the machine may be loaded)
     assert second["scenarios"]["decode_b1"]["ratio"] > 1.5
-    assert first["scenarios"]["decode_b1"]["ratio"] < 1.3
-    assert second["score_change"] < -0.1 < first["score_change"]
+    slow, fine = (p["scenarios"]["decode_b1"]["ratio"] for p in (second, first))
+    assert slow > 1.2 * fine
+    assert second["score_change"] < first["score_change"] - 0.1
     assert first["accuracy_change"] == 0 and second["accuracy_ratio"] == 1.0
     err = capsys.readouterr().err
     assert "--attribute: 2 new patches, so 1 more engine(s)" in err.replace("\n", " ")
