@@ -13,6 +13,9 @@ slower than bf16.
 from patchgate.quant import int4_weight_only
 
 ENGINES = ("sglang",)
+# prefill CUDA-graph capture takes about 7 s per token count with torchao's int4 tensors
+# (58 counts; measured with 0008 on 2026-12-05): off, decode graphs stay on
+SERVER_ARGS = {"disable_prefill_cuda_graph": True}
 
 
 def apply(model):
