@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from .engines.base import Engine
 from .scenarios import Scenario, prompt_ids
@@ -54,10 +54,22 @@ def measure(engines: Mapping[str, Engine], scenarios: list[Scenario], rounds: in
     ``progress`` (optional) is a tqdm-like object with ``update(n)`` and
     ``set_postfix_str(s)``; it advances once per timed or warm-up call.
     """
-    labels = list(engines)
-    timed = balanced_rounds(rounds, len(labels))
     vocab = min(e.vocab_size for e in engines.values())
     batches = {s.name: prompt_ids(s, vocab, seed) for s in scenarios}
+    return interleave(list(engines), scenarios, rounds, warmup,
+                      lambda label, s, timed: engines[label].timed_generate(
+                          batches[s.name], s.output_len),
+                      progress, settle_s)
+
+
+def interleave(labels: list[str], scenarios: list, rounds: int, warmup: int,
+               call: Callable[[str, object, bool], float], progress=None,
+               settle_s: float = 0.0) -> dict[str, dict[str, list[float]]]:
+    """The schedule itself, for any kind of call: ``warmup`` rounds, then
+    :func:`balanced_rounds` timed ones; per round and scenario each label once, in the
+    rotating :func:`orders`. ``call(label, scenario, timed)`` returns seconds; the
+    timed ones are the samples ``{label: {scenario name: [seconds, ...]}}``."""
+    timed = balanced_rounds(rounds, len(labels))
     samples: dict[str, dict[str, list[float]]] = {c: {s.name: [] for s in scenarios}
                                                   for c in labels}
     plan = orders(labels, warmup) + orders(labels, timed)
@@ -69,7 +81,7 @@ def measure(engines: Mapping[str, Engine], scenarios: list[Scenario], rounds: in
                     progress.set_postfix_str(f"{tag} {s.name} {label}")
                 if settle_s:
                     time.sleep(settle_s)
-                dt = engines[label].timed_generate(batches[s.name], s.output_len)
+                dt = call(label, s, r >= warmup)
                 if r >= warmup:
                     samples[label][s.name].append(dt)
                 if progress is not None:

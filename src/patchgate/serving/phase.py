@@ -41,7 +41,7 @@ from .. import latency as lat
 from ..configs import Configurations
 from ..engines.sglang import known_server_args
 from ..errors import PatchgateError
-from ..measure import balanced_rounds, orders
+from ..measure import interleave
 from ..profiling import sglang_traces, trace_tables
 from . import bench, server
 from .scenarios import batch_sizes, make_scenarios
@@ -122,26 +122,13 @@ class ServingConfigurations(Configurations):
         """:func:`patchgate.measure.measure` for servers: per round and scenario, each
         server flushed and benchmarked once, the order rotating; ``{name: {scenario:
         [duration seconds]}}``, warm-up rounds thrown away, every run's metrics kept."""
-        labels = list(servers)
-        timed = balanced_rounds(rounds, len(labels))
-        samples = {c: {s.name: [] for s in scenarios} for c in labels}
-        plan = orders(labels, warmup) + orders(labels, timed)
-        for r, order in enumerate(plan):
-            tag = f"warm-up {r + 1}/{warmup}" if r < warmup else \
-                f"round {r - warmup + 1}/{timed}"
-            for s in scenarios:
-                for name in order:
-                    if progress is not None:
-                        progress.set_postfix_str(f"{tag} {s.name} {name}")
-                    if settle_s:
-                        time.sleep(settle_s)
-                    result = self.bench(servers[name], s)
-                    if r >= warmup:
-                        samples[name][s.name].append(result.duration_s)
-                        self.results.setdefault(name, {}).setdefault(s.name, []).append(result)
-                    if progress is not None:
-                        progress.update(1)
-        return samples
+        def call(name, s, timed):
+            result = self.bench(servers[name], s)
+            if timed:
+                self.results.setdefault(name, {}).setdefault(s.name, []).append(result)
+            return result.duration_s
+
+        return interleave(list(servers), scenarios, rounds, warmup, call, progress, settle_s)
 
     def bench(self, srv: server.Server, scenario) -> bench.BenchResult:
         """One bench_serving run of ``scenario`` against ``srv``, the cache flushed first."""
