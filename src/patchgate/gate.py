@@ -32,7 +32,6 @@ from . import (
     history,
     outputs,
     progress,
-    storage,
     workload,
 )
 from . import latency as lat
@@ -202,25 +201,13 @@ def _untested(patches: list[Patch], engine: str, current: dict | None) -> str | 
 
 def _skip(run: Run, reason: str, store, current: dict | None, patches: list[Patch]
           ) -> Verdict:
-    """Nothing measured. With ``--accept`` the current baseline notes the patches for
-    other engines as seen (its measurements unchanged), so they are not new next time."""
+    """Nothing measured (:func:`patchgate.outputs.write_skipped` says what is written)."""
     from .verdict import skipped_verdict
 
     verdict = skipped_verdict(run.opts.profile.name, reason)
     verdict["notes"] = run.notes
     run.enter("writing results")
-    files = {}
-    if run.opts.accept and current is not None:
-        others = [p.record() for p in skipped(patches, run.opts.profile.engine)]
-        updated = dict(current, extra=dict(current.get("extra", {}), other_engines=others))
-        files.update(store.render_many({"current": updated}))
-        run.notes.append("--accept: the current baseline notes "
-                         f"{', '.join(p['name'] for p in others)} as for other engines "
-                         "(nothing measured)")
-    if run.opts.json_path:
-        files[run.opts.json_path] = storage.json_text(verdict, run.opts.json_path)
-    if files:
-        storage.atomic_write_many(files)
+    outputs.write_skipped(run.opts, store, verdict, current, patches)
     run.enter("done")
     return verdict
 

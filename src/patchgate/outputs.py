@@ -51,6 +51,31 @@ def write(opts, store, verdict: Verdict, measured, configs: Configurations, stor
         storage.atomic_write_many(files)
 
 
+def write_skipped(opts, store, verdict: Verdict, current: dict | None,
+                  patches: list[Patch]) -> None:
+    """What a skipped run writes: the verdict file, and with ``--accept`` the current
+    baseline with the patches for other engines noted as seen (its measurements
+    unchanged), so they are not new next time."""
+    files: dict[Path, str] = {}
+    if opts.accept and current is not None:
+        others = other_engines(patches, opts.profile.engine)
+        files.update(store.render_many({"current": dict(
+            current, extra=dict(current.get("extra", {}), **others))}))
+        verdict["notes"].append(
+            "--accept: the current baseline notes "
+            f"{', '.join(p['name'] for p in others['other_engines'])} as for other engines "
+            "(nothing measured)")
+    if opts.json_path:
+        files[opts.json_path] = storage.json_text(verdict, opts.json_path)
+    if files:
+        storage.atomic_write_many(files)
+
+
+def other_engines(patches: list[Patch], engine: str) -> dict:
+    """The current baseline's record of the folder's patches for other engines."""
+    return {"other_engines": [p.record() for p in skipped(patches, engine)]}
+
+
 def is_new_best(verdict: Verdict) -> bool:
     """An accepted candidate becomes the fastest accepted state unless its score is
     estimated lower than that state's (or, without one, the current baseline's). An
@@ -69,7 +94,7 @@ def envelopes(opts, verdict: Verdict, measured, configs: Configurations,
     samples = measured.latency.samples
     scenarios = measured.latency.scenarios
 
-    others = {"other_engines": [p.record() for p in skipped(patches, opts.profile.engine)]}
+    others = other_engines(patches, opts.profile.engine)
 
     def envelope(role: str, label: str, accuracy: dict | None, extra: dict) -> dict:
         scen = {s.name: s.record() | {"samples_s": samples[label][s.name]} for s in scenarios}
