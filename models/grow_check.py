@@ -31,7 +31,7 @@ TASK_NAMES = ("needle", "common_word", "common_word_long", "fact_mc", "addition"
 
 def reduced_shape():
     """hidden 1024, 8 layers, 8 heads of 128, 2 KV heads, FFN 2048, MiniCPM4-8B's muP."""
-    from patchgate.grow import Shape
+    from patchgate.profile.grow import Shape
 
     return Shape(hidden_size=1024, num_hidden_layers=8, num_attention_heads=8,
                  num_key_value_heads=2, intermediate_size=2048, scale_emb=12.0,
@@ -58,7 +58,7 @@ def load_small(dtype=torch.float32):
 
 def grown_model(small, shape, dtype=torch.float32, scale=None):
     """The small model grown in memory (patchgate.grow.grow), as the same model class."""
-    from patchgate import grow
+    from patchgate.profile import grow
 
     cfg = json.loads((SOURCE / "config.json").read_text())
     state = {k: v.float() for k, v in small.state_dict().items()}
@@ -101,7 +101,8 @@ def compare(a, b, tok, items) -> dict:
 
 
 def build_seconds(shape) -> float:
-    from patchgate import grow, grow_build
+    from patchgate.profile import grow
+    from patchgate.profile import grown as grow_build
 
     grow.SHAPES["grow-check"] = shape
     try:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from patchgate.config import get_profile, repo_root
+from patchgate.profile import get_profile, repo_root
 
 DEFAULT_STORAGE = "file://./.benchmarks"
 DEFAULT_TIMER = "timeit.default_timer"
@@ -52,7 +52,7 @@ def profile_name() -> str:
 
 def machine_key() -> str:
     """The machine a stored run belongs to: CPU model, cores, and the GPU if any."""
-    from patchgate.environment import fingerprint
+    from patchgate.store.environment import fingerprint
 
     env = fingerprint("none", "cpu")
     parts = [env.get("cpu_model") or platform.processor() or "cpu",
@@ -113,7 +113,7 @@ def profile():
 
 @pytest.fixture(scope="session")
 def engine(profile):
-    from patchgate.engines import load_engine
+    from patchgate.engines import start as load_engine
     from patchgate.patches import discover
 
     folder = Path(os.environ.get("PATCHGATE_PATCHES", repo_root() / "model_patches"))

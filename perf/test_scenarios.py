@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import pytest
 
-from patchgate.config import get_profile
-from patchgate.scenarios import make_scenarios, prompt_ids
+from patchgate.latency.scenarios import make_scenarios, prompt_ids
+from patchgate.profile import get_profile
 
 from .conftest import profile_name, timed
 

@@ -11,21 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from patchgate import accuracy as acc
-from patchgate.config import get_profile
-from patchgate.engine_lm import lm_class
 from patchgate.errors import PatchgateError
-from patchgate.verdict import accuracy_block
+from patchgate.guard import lmeval as acc
+from patchgate.guard import results as acc_results
+from patchgate.guard.lm_model import lm_class
+from patchgate.profile import get_profile
+from patchgate.verdict.judge import accuracy_block
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = Path(__file__).parent / "fixtures" / "tasks"
-
-
-@pytest.fixture(scope="module")
-def tok():
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(ROOT / "models" / "default", trust_remote_code=True)
 
 
 def rows(name: str) -> list[dict]:
@@ -79,8 +73,8 @@ class ScriptedEngine:
 
 def run(tok, said, tasks=("fx_suite",), primary=None, batch_size=64):
     engine = ScriptedEngine(tok, said)
-    return acc.run_guard_tasks(engine, tok, tasks, str(TASKS), batch_size,
-                               primary=primary), engine
+    spec = acc.Tasks(tuple(tasks), str(TASKS), batch_size, primary or {})
+    return acc.run_guard_tasks(engine, tok, spec), engine
 
 
 @pytest.fixture(scope="module")
@@ -176,9 +170,9 @@ def test_lower_is_better_metrics_are_never_read_as_accuracy():
 def test_pairing_by_task_filter_and_item_and_the_flipped_items(tok, right):
     ref, _ = right
     cand, _ = run(tok, answers(wrong={"addition-0000", "var_track-0003", "fact_mc-0002"}))
-    r, c = acc.paired_scores(ref, cand)
+    r, c = acc_results.paired_scores(ref, cand)
     assert len(r) == len(c) == 4 * 16
-    flips = acc.flips(ref, cand)
+    flips = acc_results.flips(ref, cand)
     assert [(f["task"], f["id"], f["direction"]) for f in flips] == [
         ("fx_arc", "fact_mc-0002", "right->wrong"),
         ("fx_chain", "var_track-0003", "right->wrong"),
@@ -197,15 +191,15 @@ def test_pairing_by_task_filter_and_item_and_the_flipped_items(tok, right):
     other, _ = run(tok, answers(), primary={"fx_gsm": {"filter": "flexible-extract"}})
     with pytest.raises(PatchgateError, match="strict-match in the reference but on "
                        "exact_match/flexible-extract"):
-        acc.paired_scores(ref, other)
-    assert acc.differences(ref, other) == [
+        acc_results.paired_scores(ref, other)
+    assert acc_results.differences(ref, other) == [
         "fx_gsm: stored exact_match/strict-match, now exact_match/flexible-extract"]
-    assert acc.differences(ref, cand) == []
+    assert acc_results.differences(ref, cand) == []
 
 
 def test_stored_results_drop_prompts_and_old_baselines_still_pair(right):
     ref, _ = right
-    kept = acc.stored(ref)
+    kept = acc_results.stored(ref)
     assert all("prompt" not in s for t in kept["tasks"].values() for s in t["samples"])
     assert kept["tasks"]["fx_gsm"]["samples"][0]["output"].startswith("8 1 7 2")
     assert "prompt" in ref["tasks"]["fx_gsm"]["samples"][0]  # the original is untouched
@@ -215,16 +209,17 @@ def test_stored_results_drop_prompts_and_old_baselines_still_pair(right):
                                               for s in ref["tasks"]["fx_chain"]["samples"]]}},
            "mean": 1.0}
     new = {"tasks": {"fx_chain": ref["tasks"]["fx_chain"]}, "mean": 1.0}
-    assert acc.paired_scores(old, new) == ([1.0] * 16, [1.0] * 16)
-    assert acc.differences(old, new) == []
+    assert acc_results.paired_scores(old, new) == ([1.0] * 16, [1.0] * 16)
+    assert acc_results.differences(old, new) == []
 
 
 def test_stored_baselines_with_samples_load(tmp_path, right):
-    from patchgate import baselines
+    from patchgate.store import baselines
 
     ref, _ = right
     env = {"python": "3"}
-    envelope = baselines.make_envelope("p", "reference", env, [], {}, acc.stored(ref))
+    envelope = baselines.make_envelope("p", "reference", env,
+                                       {"accuracy": acc_results.stored(ref)})
     path = tmp_path / "p" / "reference.json"
     path.parent.mkdir()
     path.write_text(json.dumps(envelope))
@@ -239,15 +234,15 @@ def test_stop_ids_are_the_tokens_holding_a_stop_sequence(tok):
 
 
 def test_reports_show_filters_other_metrics_and_the_first_flipped_items(tok, right):
-    from patchgate.report import render_markdown, render_terminal
+    from patchgate.report.render import render_markdown, render_terminal
 
     ref, _ = right
     wrong = {f"addition-{i:04d}" for i in range(7)} | {"fact_mc-0001"}
     cand, _ = run(tok, answers(wrong=wrong))
-    r, c = acc.paired_scores(ref, cand)
+    r, c = acc_results.paired_scores(ref, cand)
     verdict = json.loads((Path(__file__).parent / "golden" / "verdict.json").read_text())
     verdict["accuracy"] = accuracy_block(r, c, ref, cand, get_profile("default"),
-                                         flips=acc.flips(ref, cand))
+                                         flips=acc_results.flips(ref, cand))
     verdict["accuracy"]["flips_file"] = "v.flips.jsonl"
     text = render_terminal(verdict)
     assert "fx_gsm    exact_match / strict-match              0.875        0.500" in text
@@ -267,7 +262,7 @@ def test_reports_show_filters_other_metrics_and_the_first_flipped_items(tok, rig
 
 
 def test_generation_settings_as_lm_eval_reads_them(tok):
-    from patchgate.engine_lm import cut, group_key, max_gen_toks, stop_sequences
+    from patchgate.guard.lm_model import cut, group_key, max_gen_toks, stop_sequences
 
     assert max_gen_toks({"until": ["."]}) == 256  # lm-eval's default
     assert max_gen_toks({"max_new_tokens": 12}) == 12

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from patchgate.cli import main
+from patchgate.store import flips
 
 pytestmark = pytest.mark.slow
 
@@ -122,9 +123,9 @@ def test_a_broken_patch_lists_its_flipped_items(work, unpatched):
     assert a["reference_source"].startswith("loaded from")  # same tasks, filters, items
     assert a["flips_total"] == a["flipped_to_wrong"] + a["flipped_to_right"] > 0
     assert a["flips_file"] == "broken.flips.jsonl"
-    lines = (work / "broken.flips.jsonl").read_text().splitlines()
-    assert len(lines) == a["flips_total"]
-    first = json.loads(lines[0])
+    items = flips.load(work / "broken.flips.jsonl")  # a versioned header, then the items
+    assert len(items) == a["flips_total"]
+    first = items[0]
     assert {"task", "filter", "id", "reference_output", "candidate_output", "target",
             "prompt"} <= set(first)
     assert first["prompt"] and first["reference_output"] != first["candidate_output"]

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from patchgate import agreement
-from patchgate.config import Lengths, get_profile
 from patchgate.engines.transformers import TransformersEngine
+from patchgate.guard import agreement
 from patchgate.patches import discover
+from patchgate.profile import Lengths, get_profile
 
 FIX = Path(__file__).parent / "fixtures" / "gate"
 PROFILE = get_profile("default").with_overrides(

@@ -5,10 +5,11 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from patchgate import badges, history, plot
-from patchgate.baselines import BaselineStore, make_envelope
 from patchgate.cli import main
 from patchgate.errors import EXIT_ACCEPTED, EXIT_ERROR
+from patchgate.report import badges, plot
+from patchgate.store import history
+from patchgate.store.baselines import BaselineStore, make_envelope
 
 PROFILE = "h200-default"
 SCENARIOS = ("prefill_b1", "prefill_b8", "prefill_b64", "decode_b1", "decode_b8", "decode_b64")
@@ -28,8 +29,11 @@ def _store(tmp_path, score=104.6, accuracy_ratio=0.9953, factor=0.9):
     store = BaselineStore(tmp_path / "baselines", PROFILE)
     patches = [{"name": "0001-fuse-add-rmsnorm.py", "title": "Fuse.", "sha256": "ab" * 32}]
     store.save_many({
-        "reference": make_envelope(PROFILE, "reference", {}, [], _scenarios(1.0), ACCURACY),
-        "current": make_envelope(PROFILE, "current", {}, patches, _scenarios(factor), ACCURACY,
+        "reference": make_envelope(PROFILE, "reference", {},
+                                   {"scenarios": _scenarios(1.0), "accuracy": ACCURACY}),
+        "current": make_envelope(PROFILE, "current", {},
+                                 {"patches": patches, "scenarios": _scenarios(factor),
+                                  "accuracy": ACCURACY},
                                  extra={"score": score, "S": {}, "C": 1.0,
                                         "accuracy_ratio": accuracy_ratio}),
     })

@@ -5,9 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from patchgate import baselines, storage
-from patchgate.baselines import BaselineStore
+from patchgate import files as storage
 from patchgate.errors import PatchgateError
+from patchgate.store import baselines
+from patchgate.store.baselines import BaselineStore
 
 FIXTURES = Path(__file__).parent / "fixtures" / "baselines"
 
@@ -36,10 +37,11 @@ def test_valid_fixture_loads(tmp_path):
 def test_round_trip(tmp_path):
     valid = load_fixture("valid.json")
     envelope = baselines.make_envelope(
-        "default", "current", valid["environment"], valid["patches"],
-        {"decode_b1": {"phase": "decode", "batch_size": 1, "input_len": 16,
-                       "output_len": 64, "samples_s": [0.3, 0.1, 0.2, 0.4]}},
-        valid["accuracy"], commit="abc", extra={"note": "x"})
+        "default", "current", valid["environment"], {
+            "patches": valid["patches"],
+            "scenarios": {"decode_b1": {"phase": "decode", "batch_size": 1, "input_len": 16,
+                                        "output_len": 64, "samples_s": [0.3, 0.1, 0.2, 0.4]}},
+            "accuracy": valid["accuracy"]}, commit="abc", extra={"note": "x"})
     assert envelope["scenarios"]["decode_b1"]["median_s"] == pytest.approx(0.25)
     store = BaselineStore(tmp_path, "default")
     path = store.save("current", envelope)

@@ -7,12 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from patchgate import calibration, planted
-from patchgate.baselines import BaselineStore
 from patchgate.cli import main
-from patchgate.config import Lengths, get_profile
 from patchgate.errors import EXIT_ERROR, PatchgateError
 from patchgate.patches import discover
+from patchgate.profile import Lengths, get_profile
+from patchgate.store import calibration as cal_file
+from patchgate.store.baselines import BaselineStore
+from patchgate.tools import calibrate as calibration
+from patchgate.tools import planted
 
 
 @pytest.mark.parametrize("engine", ["transformers", "sglang"])
@@ -64,10 +66,10 @@ KINDS = {"A/A": {"planted": 0.0, "rejected": 1, "runs": 20, "rate": 0.05, "low":
 
 def test_reports_quote_the_measured_rates(tmp_path):
     store = BaselineStore(tmp_path, "default")
-    assert calibration.quote(store) is None
+    assert cal_file.quote(store) is None
     (tmp_path / "default").mkdir()
-    (tmp_path / "default" / calibration.CALIBRATION).write_text(json.dumps(_doc(KINDS)))
-    q = calibration.quote(store)
+    store.calibration_path().write_text(json.dumps(_doc(KINDS)))
+    q = cal_file.quote(store)
     assert q["text"] == "1/20 false alarms; 19/20 caught at 10 %"
     text = calibration.render(_doc(KINDS))
     assert "| A/A       | 1/20       | 5 %    | 0-25 %    |" in text
@@ -75,11 +77,11 @@ def test_reports_quote_the_measured_rates(tmp_path):
 
 
 def test_a_broken_calibration_file_is_an_error_naming_it(tmp_path):
-    path = tmp_path / "default" / calibration.CALIBRATION
+    path = BaselineStore(tmp_path, "default").calibration_path()
     path.parent.mkdir()
     path.write_text(json.dumps({"kind": "something else"}))
     with pytest.raises(PatchgateError, match="calibration.json: not a calibration file"):
-        calibration.quote(BaselineStore(tmp_path, "default"))
+        cal_file.quote(BaselineStore(tmp_path, "default"))
 
 
 def test_calibrate_rejects_bad_arguments(capsys):
@@ -90,37 +92,14 @@ def test_calibrate_rejects_bad_arguments(capsys):
 
 
 @pytest.mark.slow
-def test_a_calibration_on_the_default_model(tmp_path):
+def test_a_calibration_on_the_default_model(tmp_path, reporter):
     """One A/A run and one run of a planted 50 % slowdown, shortened: the file is
     written and says which was rejected."""
     prof = get_profile("default").with_overrides(
         lengths=Lengths(prefill_input=64, prefill_output=1, decode_input=8, decode_output=8),
         rounds=8, max_looks=1)
-    lines: list[str] = []
-
-    class Bar:
-        total = 0
-
-        def __init__(self, *a, **k):
-            pass
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-        def update(self, n=1):
-            pass
-
-        def refresh(self):
-            pass
-
-        def set_postfix_str(self, s):
-            pass
-
-    doc = calibration.calibrate(prof, tmp_path, 1, [0.5], Bar, lines.append)
-    stored = json.loads((tmp_path / "default" / calibration.CALIBRATION).read_text())
+    doc = calibration.calibrate(prof, tmp_path, calibration.Plan(1, (0.5,)), reporter)
+    stored = json.loads(BaselineStore(tmp_path, "default").calibration_path().read_text())
     assert stored == json.loads(json.dumps(doc))
     kinds = doc["summary"]["kinds"]
     assert kinds["50 %"]["rejected"] == 1 and kinds["50 %"]["median_score_ratio"] > 1.3
@@ -129,12 +108,13 @@ def test_a_calibration_on_the_default_model(tmp_path):
     assert all(set(r["ci_widths"]) == {"prefill_b1", "prefill_b8", "prefill_b64",
                                        "decode_b1", "decode_b8", "decode_b64"}
                for r in doc["runs"])
-    assert len(lines) == 2 and lines[1].startswith("[calibrate] 2/2 50 %: rejected")
+    lines = reporter.lines
+    assert len(lines) == 2 and lines[1].startswith("calibrate 2/2 50 %: rejected")
     assert Path(tmp_path / "default").is_dir()
 
 
 def test_append_adds_to_a_calibration_of_the_same_settings_only(tmp_path):
-    from patchgate import environment
+    from patchgate.store import environment
 
     prof = get_profile("default")
     env = environment.fingerprint(prof.engine, prof.device)

@@ -1,12 +1,12 @@
-from patchgate import changelog
+from patchgate.store import changelog
 
-ENTRY_A = changelog.format_entry(
+ENTRY_A = changelog.format_entry(changelog.Entry(
     "2025-06-01", "Fuse the residual add into RMSNorm.",
     "One kernel instead of two.\nSaves a pass over the hidden state.\n\nDetails follow.",
-    "accepted", "Accepted: score 104.2.", ["0001-fuse-add-rmsnorm.py"])
-ENTRY_B = changelog.format_entry(
+    "accepted", "Accepted: score 104.2.", ["0001-fuse-add-rmsnorm.py"]))
+ENTRY_B = changelog.format_entry(changelog.Entry(
     "2025-06-02", "Quantize weights to 4 bits", "", "rejected", "Rejected.",
-    ["0001-fuse-add-rmsnorm.py", "0002-int4.py"])
+    ["0001-fuse-add-rmsnorm.py", "0002-int4.py"]))
 
 
 def test_format_entry():
@@ -22,13 +22,13 @@ def test_format_entry():
 
 
 def test_entry_names_its_profile():
-    entry = changelog.format_entry("d", "t", "", "accepted", "Accepted.", ["0003-fp8-kv.py"],
-                                   profile="h200-default")
+    entry = changelog.format_entry(changelog.Entry("d", "t", "", "accepted", "Accepted.",
+                                                   ["0003-fp8-kv.py"], profile="h200-default"))
     assert "Patches: `0003-fp8-kv.py` (profile `h200-default`)\n" in entry
 
 
 def test_long_description_is_cut():
-    entry = changelog.format_entry("d", "t", "word " * 200, "error", "Error.", [])
+    entry = changelog.format_entry(changelog.Entry("d", "t", "word " * 200, "error", "Error.", []))
     description = entry.split("\n")[2]
     assert len(description) <= changelog.MAX_DESCRIPTION and description.endswith("…")
 

@@ -1,6 +1,6 @@
 import json
 
-from patchgate import environment
+from patchgate.store import environment
 
 KEYS = {"python", "platform", "machine", "cpu_model", "cpu_count", "torch", "torch_cuda",
         "gpu_name", "gpu_count", "gpu_driver", "transformers", "sglang", "lm_eval", "engine",

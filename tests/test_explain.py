@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from patchgate import explain, report
-from patchgate.config import Lengths, get_profile
+from patchgate.engines import profiling
+from patchgate.engines.profiling import profile_call, trace_tables
 from patchgate.gate import GuardOptions, run_guard
-from patchgate.profiling import profile_call, trace_tables
+from patchgate.latency import explain
+from patchgate.profile import Lengths, get_profile
+from patchgate.report import render as report
 
 FIX = Path(__file__).parent / "fixtures"
 
@@ -55,7 +57,7 @@ def test_python_rows_name_builtins_and_their_caller():
             (12, 12, 0.0004, 0.0910, {("/x/engines/transformers.py", 60, "_step"):
                                       (12, 12, 0.0004, 0.0910)}),
     }
-    sleep, fwd = explain.python_rows(stats)
+    sleep, fwd = profiling.python_rows(stats)
     assert sleep == {"name": "time.sleep", "where": "", "kind": "function", "count": 11,
                      "total_s": 0.033, "cum_s": 0.033,
                      "caller": "slow_forward (0001-slow-decode.py:13)"}
@@ -74,11 +76,11 @@ def test_trace_rows_sum_kernels_and_fall_back_to_operators(tmp_path):
         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "dur": 40.0},
         {"ph": "M", "name": "process_name"},
         {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "dur": 2.0}]}
-    rows = {r["name"]: r for r in explain.trace_rows(trace)}
+    rows = {r["name"]: r for r in profiling.trace_rows(trace)}
     assert rows["rmsnorm_kernel"]["count"] == 2
     assert rows["rmsnorm_kernel"]["total_s"] == pytest.approx(8e-6)
     assert set(rows) == {"rmsnorm_kernel", "Memcpy HtoD"}  # the GPU's time only
-    cpu = explain.trace_rows({"traceEvents": trace["traceEvents"][2:4]})
+    cpu = profiling.trace_rows({"traceEvents": trace["traceEvents"][2:4]})
     assert cpu == [{"name": "aten::mm", "where": "", "kind": "op", "count": 1,
                     "total_s": 4e-5}]
     # SGLang's files are gzipped, one per rank: one table over all of them

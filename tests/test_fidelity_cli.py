@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from patchgate import cli, fidelity, gate
-from patchgate.config import get_profile
+from patchgate import cli, gate
 from patchgate.engines.sglang import model_vocab_size
 from patchgate.errors import PatchgateError
+from patchgate.profile import get_profile
+from patchgate.tools import fidelity
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,7 +62,8 @@ def test_bench_rows_map_to_scenarios_and_ratios():
 
 def test_fidelity_refuses_a_verdict_of_another_profile(tmp_path):
     v = tmp_path / "v.json"
-    v.write_text(json.dumps({"profile": "default", "scenarios": []}))
+    v.write_text(json.dumps({"schema_version": 2, "verdict": "accepted", "reasons": [],
+                             "profile": "default", "scenarios": []}))
     with pytest.raises(PatchgateError, match="not 'h200-default'"):
         fidelity.run(get_profile("h200-default"), v, tmp_path / "f.json")
 
@@ -89,8 +91,8 @@ def test_an_unexpected_exception_is_an_error_not_a_rejection(tmp_path, monkeypat
 def test_offline_bench_mirrors_the_gate_inputs(tmp_path):
     from dataclasses import dataclass
 
-    from patchgate import bench_offline
-    from patchgate.scenarios import make_scenarios, prompt_ids
+    from patchgate.latency.scenarios import make_scenarios, prompt_ids
+    from patchgate.tools import bench_offline
 
     prof = get_profile("h200-minicpm8b-dummy")
     kw = bench_offline.engine_kwargs(prof)
@@ -117,7 +119,7 @@ def test_offline_bench_mirrors_the_gate_inputs(tmp_path):
         assert [r.prompt for r in rows] == prompt_ids(s, 73448, prof.seed)
 
     cmd = fidelity.offline_command(prof, tmp_path / "r.jsonl", repeats=5)
-    assert cmd[1:3] == ["-m", "patchgate.bench_offline"] and cmd[-2:] == ["--repeats", "5"]
+    assert cmd[1:3] == ["-m", "patchgate.tools.bench_offline"] and cmd[-2:] == ["--repeats", "5"]
     cmd = fidelity.offline_command(prof, tmp_path / "r.jsonl", batch_params=True)
     assert cmd[-1] == "--batch-params"
 
@@ -131,7 +133,7 @@ class Recorder:
 
 
 def test_offline_backend_sends_the_benchmark_call_or_the_gate_call():
-    from patchgate.bench_offline import TokenIdBackend
+    from patchgate.tools.bench_offline import TokenIdBackend
 
     params = [{"temperature": 0, "max_new_tokens": 4, "ignore_eos": True}] * 3
     prompts = [[1, 2], [3, 4], [5, 6]]
@@ -155,9 +157,10 @@ def test_offline_rows_map_to_medians():
 
 def test_fidelity_names_the_failing_bench(tmp_path):
     v = tmp_path / "v.json"
-    v.write_text(json.dumps({"profile": "h200-default", "scenarios": []}))
+    v.write_text(json.dumps({"schema_version": 2, "verdict": "accepted", "reasons": [],
+                             "profile": "h200-default", "scenarios": []}))
     with pytest.raises(PatchgateError, match="unknown bench"):
         fidelity.run(get_profile("h200-default"), v, tmp_path / "f.json", bench="nope")
     # no SGLang on this machine: the benchmark process fails and the error names it
-    with pytest.raises(PatchgateError, match="patchgate.bench_offline exited with 2"):
+    with pytest.raises(PatchgateError, match="patchgate.tools.bench_offline exited with 2"):
         fidelity.run(get_profile("h200-default"), v, tmp_path / "f.json", bench="offline")

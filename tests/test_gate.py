@@ -19,14 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from patchgate import latency, planted
 from patchgate.cli import main
-from patchgate.config import Lengths, get_profile
-from patchgate.configs import Configurations
+from patchgate.engines.configurations import Configurations
 from patchgate.errors import PatchgateError
-from patchgate.gate import GuardOptions, Run, run_guard
+from patchgate.gate import GuardOptions, run_guard
+from patchgate.latency import looks as latency
+from patchgate.latency.scenarios import make_scenarios
 from patchgate.patches import discover
-from patchgate.scenarios import make_scenarios
+from patchgate.profile import Lengths, get_profile
+from patchgate.tools import planted
 
 pytestmark = pytest.mark.slow
 
@@ -142,7 +143,7 @@ def test_accuracy_breaking_patch_is_rejected_and_recorded(work):
     assert not (work / "baselines/default/current.json").read_text().count("int2")
 
 
-def test_a_slowdown_that_fresh_processes_do_not_repeat_is_not_counted():
+def test_a_slowdown_that_fresh_processes_do_not_repeat_is_not_counted(reporter):
     """The confirmation on real engines: a first look that says prefill_b64 is 30 %
     slower (as a slow process would), then fresh processes of a neutral patch and the
     unpatched model, which cannot confirm it."""
@@ -154,17 +155,15 @@ def test_a_slowdown_that_fresh_processes_do_not_repeat_is_not_counted():
                             scenarios, prof)
     assert [n for n, d in result.decisions["current"].items() if d.outcome == "slower"] == \
         ["prefill_b64"]
-    lines = []
     sets = {"candidate": discover(GATE / "neutral"), "current": [], "reference": []}
     with Configurations(prof, sets) as configs:
-        latency._confirm(configs, prof, result, ["current"], Run(opts(Path("."), GATE)).progress,
-                         lines.append)
+        latency._confirm(configs, prof, result, ["current"], reporter)
         assert configs.starts == 1  # fresh processes, started once
     assert result.final("current", "prefill_b64") == "unconfirmed"
     assert set(result.confirm_samples["candidate"]) == {"prefill_b64"}
     assert len(result.confirm_samples["candidate"]["prefill_b64"]) == 8
     assert result.confirmation["current"]["prefill_b64"].outcome != "slower"
-    assert any("fresh engine processes" in line for line in lines)
+    assert any("fresh engine processes" in line for line in reporter.lines)
 
 
 def test_a_planted_ten_percent_slowdown_of_every_pass_is_rejected(work, tmp_path):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchgate.config import get_profile
-from patchgate.gate import GuardOptions, Run, _reusable, plan
+from patchgate.guard.reference import reusable
 from patchgate.patches import discover
+from patchgate.patches.plan import plan
 
 GOOD = Path(__file__).parent / "fixtures" / "patches" / "good"
 
@@ -28,10 +28,19 @@ def test_plan_splits_current_new_and_skipped():
     assert any("not in the patch folder (or its content changed" in n for n in notes)
 
 
+class Run:
+    """The reuse check's inputs: --force-environment, and the notes it writes."""
+
+    def __init__(self, force: bool):
+        self.force, self.notes = force, []
+
+
 def run_for(force: bool) -> Run:
-    return Run(GuardOptions(profile=get_profile("default"), patches_dir=GOOD,
-                            baselines_dir=Path("b"), changelog=Path("c"), quiet=True,
-                            force_environment=force))
+    return Run(force)
+
+
+def _reusable(run: Run, stored, env, work) -> bool:
+    return reusable(stored, env, work, run.force, run.notes)
 
 
 WORK = {"model": "a" * 64, "tasks": "b" * 64}
@@ -95,7 +104,7 @@ def test_accepting_a_skip_notes_the_other_engine_patches_as_seen(tmp_path):
     import shutil
 
     from patchgate.cli import main
-    from patchgate.gate import _untested
+    from patchgate.patches.plan import untested as _untested
 
     root = Path(__file__).resolve().parent.parent
     folder = tmp_path / "patches"

@@ -21,9 +21,10 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from models import grow_check as gc
-from patchgate import cli, grow, grow_build
-from patchgate.config import get_profile
+from patchgate import cli
 from patchgate.errors import PatchgateError
+from patchgate.profile import get_profile, grow
+from patchgate.profile import grown as grow_build
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "models" / "default"
@@ -281,7 +282,7 @@ def test_cli_prints_the_folder_and_whether_it_was_built(tmp_path, shape_t, capsy
 
 
 def test_the_workload_fingerprint_of_a_build_is_the_same_everywhere(tmp_path, shape_t):
-    from patchgate import workload
+    from patchgate.store import workload
 
     a = grow_build.build(SOURCE, shape_t, tmp_path / "a")
     b = grow_build.build(SOURCE, shape_t, tmp_path / "b")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from patchgate import accuracy as acc
 from patchgate.errors import PatchgateError
-from patchgate.lm_tasks import datasets_of, manager_for
+from patchgate.guard import lmeval as acc
+from patchgate.guard.tasks import datasets_of, manager_for
 
 TASKS = Path(__file__).parent / "fixtures" / "tasks"
 
@@ -38,7 +38,7 @@ def test_builtin_tasks_by_name_and_a_missing_dataset_names_itself(monkeypatch):
     if cache.exists():
         pytest.skip("gsm8k is in this machine's cache")
     with pytest.raises(PatchgateError) as e:
-        acc.run_guard_tasks(None, None, ["gsm8k"], str(TASKS))
+        acc.run_guard_tasks(None, None, acc.Tasks(("gsm8k",), str(TASKS)))
     assert "task gsm8k needs the dataset openai/gsm8k, config 'main'" in e.value.message
     assert "HF_HUB_OFFLINE=1" in e.value.message
     assert "load_dataset('openai/gsm8k', 'main')" in e.value.hint

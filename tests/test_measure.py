@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from patchgate.config import Lengths, get_profile
 from patchgate.engines.transformers import TransformersEngine
-from patchgate.measure import balanced_rounds, measure, orders
-from patchgate.scenarios import make_scenarios
+from patchgate.latency.measure import Rounds, balanced_rounds, measure, orders
+from patchgate.latency.scenarios import make_scenarios
+from patchgate.profile import Lengths, get_profile
 
 
 @pytest.mark.parametrize("rounds, n, want", [(7, 2, 8), (8, 2, 8), (10, 3, 12), (1, 3, 3),
@@ -46,7 +46,7 @@ def test_measure_counterbalances_real_engines():
     log: list[str] = []
     engines = {lb: Recording(engine, lb, log) for lb in ("a", "b")}
     scenarios = make_scenarios(prof)
-    samples = measure(engines, scenarios, rounds=3, warmup=1, settle_s=0.001)
+    samples = measure(engines, scenarios, Rounds(3, warmup=1, settle_s=0.001))
     assert {len(v) for cfg in samples.values() for v in cfg.values()} == {4}  # 3 -> 4
     assert all(t > 0 for cfg in samples.values() for v in cfg.values() for t in v)
     timed = log[2 * len(scenarios):]  # after the warm-up round

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from guards.minicpm_sala import utils as sala
-from patchgate import accuracy as acc
-from patchgate import profiles
-from patchgate.config import get_profile
 from patchgate.errors import PatchgateError
+from patchgate.guard import lmeval as acc
+from patchgate.profile import get_profile
+from patchgate.profile import load as profiles
 
 ROOT = Path(__file__).resolve().parent.parent
 ROWS = Path(__file__).parent / "fixtures" / "sala" / "perf_rows.jsonl"

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from models import synthtasks as st
-from patchgate.patches import apply_patches, discover
+from patchgate.patches import discover
+from patchgate.patches.apply import apply_patches
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "models" / "default"
@@ -67,7 +68,7 @@ def test_mixed_precision_patch_quantizes_as_the_sensitivity_tool_does():
     """0005 stores int8 (per channel) weights in its INT8_LAYERS and int4 (groups of
     32) everywhere else, exactly what models/quantize.py computes."""
     from models.quantize import rtn_quantize
-    from patchgate.patches import load_module
+    from patchgate.patches.apply import load_module
 
     (patch,) = [p for p in discover(ROOT / "model_patches") if p.name.startswith("0005")]
     int8 = load_module(patch).INT8_LAYERS

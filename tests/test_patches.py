@@ -12,17 +12,12 @@ import pytest
 import torch
 from torch import nn
 
+from patchgate import registry
 from patchgate.errors import PatchgateError
-from patchgate.patches import (
-    KNOWN_ENGINES,
-    Patch,
-    apply_patches,
-    content_key,
-    discover,
-    load_module,
-    merged_server_args,
-    skipped,
-)
+from patchgate.patches import Patch, content_key, discover, merged_server_args, skipped
+from patchgate.patches.apply import apply_patches, load_module
+
+KNOWN_ENGINES = registry.names("engine")
 
 FIXTURES = Path(__file__).parent / "fixtures" / "patches"
 

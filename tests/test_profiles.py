@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from patchgate import profiles
 from patchgate.cli import main
-from patchgate.config import Lengths, Profile, Thresholds, get_profile
 from patchgate.errors import PatchgateError
+from patchgate.profile import Lengths, Profile, Thresholds, get_profile
+from patchgate.profile import load as profiles
 
 FIX = Path(__file__).parent / "fixtures" / "profiles"
 GPU = Lengths(prefill_input=2048, prefill_output=1, decode_input=128, decode_output=256)
@@ -61,7 +61,8 @@ def test_builtin_files_reproduce_the_frozen_profiles_field_by_field(name):
 
 
 def test_every_builtin_profile_is_frozen_or_new_and_valid():
-    names = set(profiles.builtin())
+    names = {p.stem for p in profiles.available()}
+    assert all(get_profile(n).name == n for n in names)
     assert set(FROZEN) <= names
     assert names - set(FROZEN) <= {"minicpm-sala"}
 
@@ -139,9 +140,9 @@ def test_a_file_in_profiles_must_carry_its_own_name(tmp_path):
     (tmp_path / "profiles").mkdir()
     (tmp_path / "profiles" / "a.toml").write_text("name = 'b'\n" + BASE)
     with pytest.raises(PatchgateError, match="name is 'b' but the file is profiles/a.toml"):
-        profiles.load_ref("a", root=tmp_path)
+        profiles.get_profile("a", root=tmp_path)
     with pytest.raises(PatchgateError, match="unknown profile 'c'") as e:
-        profiles.load_ref("c", root=tmp_path)
+        profiles.get_profile("c", root=tmp_path)
     assert "a" in e.value.hint
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from patchgate.progress import LineProgress, Silent, progress
+from patchgate.report.console import LineProgress, Silent, progress
 
 
 class Clock:

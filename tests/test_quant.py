@@ -4,7 +4,7 @@ kernels themselves need a GPU and torchao; docs/gpu-runs has their runs)."""
 import pytest
 import torch
 
-from patchgate.quant import projection_layers
+from patchgate.patches.quant import projection_layers
 
 
 class UnquantizedLinearMethod:  # the name SGLang gives a bf16 linear layer's method

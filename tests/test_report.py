@@ -14,7 +14,7 @@ import pytest
 
 from patchgate.cli import main
 from patchgate.errors import EXIT_ACCEPTED, EXIT_ERROR
-from patchgate.report import render_markdown
+from patchgate.report.render import render_markdown
 
 GOLDEN = Path(__file__).parent / "golden"
 VERDICT = GOLDEN / "verdict.json"

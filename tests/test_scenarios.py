@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from patchgate.config import PROFILES, get_profile
 from patchgate.errors import PatchgateError
-from patchgate.scenarios import make_scenarios, prompt_ids
+from patchgate.latency.scenarios import make_scenarios, prompt_ids
+from patchgate.profile import get_profile
 
 
 def test_six_scenarios_of_the_default_profile():
@@ -28,10 +28,10 @@ def test_prompts_have_exact_lengths_and_are_deterministic():
 
 def test_gpu_profiles_use_contest_like_lengths():
     for name in ("h200-default", "h200-minicpm8b-dummy", "target-template"):
-        ln = PROFILES[name].lengths
+        ln = get_profile(name).lengths
         assert 2048 <= ln.prefill_input <= 4096 and ln.prefill_output <= 4
         assert 64 <= ln.decode_input <= 128 and 256 <= ln.decode_output <= 512
-        assert PROFILES[name].engine == "sglang"
+        assert get_profile(name).engine == "sglang"
 
 
 def test_unknown_profile_is_a_user_error():

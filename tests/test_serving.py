@@ -10,6 +10,7 @@ report) with the fake server and a fake bench client.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -19,13 +20,19 @@ from pathlib import Path
 
 import pytest
 
-from patchgate import explain, latency, report, verdict
-from patchgate.config import Serving, get_profile
+from patchgate.engines.configurations import Configurations
 from patchgate.errors import PatchgateError
+from patchgate.latency import explain, sets
+from patchgate.latency import looks as latency
+from patchgate.latency.serving import bench, configurations, phase, server
+from patchgate.latency.serving.scenarios import ServingScenario, batch_sizes, make_scenarios
+from patchgate.latency.sets import Options
 from patchgate.patches import discover
-from patchgate.serving import bench, phase, server
-from patchgate.serving.scenarios import ServingScenario, batch_sizes, make_scenarios
+from patchgate.profile import Serving, get_profile
+from patchgate.report import render as report
+from patchgate.report.console import Reporter
 from patchgate.stats import speed_score
+from patchgate.verdict import judge as verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = Path(__file__).parent / "fixtures"
@@ -74,7 +81,7 @@ def test_launch_command_keeps_the_radix_cache_off(tmp_path):
 
 def test_bench_command_golden():
     c1, c8, cinf = make_scenarios(DUMMY)
-    cmd = bench.bench_command("http://127.0.0.1:31234", c8, "/m", "/t", 0, Path("o.jsonl"),
+    cmd = bench.bench_command("http://127.0.0.1:31234", c8, ("/m", "/t"), 0, Path("o.jsonl"),
                               python="python")
     assert cmd == [
         "python", "-m", "sglang.bench_serving", "--backend", "sglang",
@@ -84,7 +91,7 @@ def test_bench_command_golden():
         "--random-range-ratio", "1.0", "--request-rate", "inf", "--max-concurrency", "8",
         "--seed", "0", "--warmup-requests", "1", "--flush-cache", "--disable-tqdm",
         "--output-file", "o.jsonl"]
-    unlimited = bench.bench_command("u", cinf, "/m", "/t", 0, Path("o"), python="python")
+    unlimited = bench.bench_command("u", cinf, ("/m", "/t"), 0, Path("o"), python="python")
     assert "--max-concurrency" not in unlimited
     assert [s.name for s in (c1, c8, cinf)] == ["serving_c1", "serving_c8", "serving_cinf"]
 
@@ -103,13 +110,13 @@ def test_scenarios_stand_for_s1_s8_sinf():
 def test_serving_needs_sglang_and_refuses_accept():
     cpu = get_profile("default").with_overrides(scenarios="serving")
     with pytest.raises(PatchgateError, match="engine is transformers"):
-        phase.check(cpu)
+        phase.ServingSet().check(cpu, Options())
     serving = DUMMY.with_overrides(scenarios="serving")
     with pytest.raises(PatchgateError, match="--accept, --record: not with the serving"):
-        phase.check(serving, accept=True, record=True)
-    with pytest.raises(PatchgateError, match="unknown scenario set 'both'"):
-        phase.check(DUMMY.with_overrides(scenarios="both"))
-    phase.check(serving)
+        phase.ServingSet().check(serving, Options(accept=True, record=True))
+    with pytest.raises(PatchgateError, match="unknown scenarios 'both'"):
+        sets.get("both")
+    phase.ServingSet().check(serving, Options())
 
 
 # ---------------------------------------------------------------- results and S
@@ -166,7 +173,7 @@ def alive(pid: int) -> bool:
 def start_fake(tmp_path, *flags, timeout=20.0, grace=5.0) -> server.Server:
     port = server.free_port()
     srv = server.Server("candidate", [], fake("--port", str(port), *flags), port=port,
-                        startup_timeout_s=timeout, grace_s=grace, folder=tmp_path)
+                        limits=server.Limits(timeout, grace, tmp_path))
     return srv.start()
 
 
@@ -192,7 +199,7 @@ def test_a_server_that_never_gets_ready_times_out_names_its_patches_and_is_ended
     patches = write_patch(tmp_path / "p", "0001-x.py", '"""X."""\nSERVER_ARGS = {"x": 1}\n')
     port = server.free_port()
     srv = server.Server("candidate", patches, fake("--port", str(port), "--fake-mode", "never"),
-                        port=port, startup_timeout_s=1.5, folder=tmp_path).start()
+                        port=port, limits=server.Limits(1.5, folder=tmp_path)).start()
     pid = srv.pid
     with pytest.raises(PatchgateError, match=r"candidate \(0001-x.py\) was not ready after 2 s"):
         srv.wait_ready(poll_s=0.1)
@@ -231,7 +238,7 @@ def test_interrupt_while_waiting_ends_the_server(tmp_path):
 
 
 # ---------------------------------------------------------------- the phase, end to end
-def fake_launcher(tmp_path) -> phase.Launcher:
+def fake_launcher(tmp_path) -> configurations.Launcher:
     """Servers whose tokens take 4 ms, 8 ms when a patch's name says slow; the fake
     bench client."""
     def serve(profile, patches, port, share):
@@ -248,7 +255,7 @@ def fake_launcher(tmp_path) -> phase.Launcher:
                   ["--max-concurrency", str(scenario.concurrency)]),
                 "--seed", "0", "--flush-cache", "--output-file", str(out)]
 
-    return phase.Launcher(server=serve, bench=client, grace_s=5.0)
+    return configurations.Launcher(server=serve, bench=client, grace_s=5.0)
 
 
 SERVING_PROFILE = get_profile("h200-default").with_overrides(
@@ -273,8 +280,7 @@ def test_the_serving_phase_end_to_end_with_fake_servers(tmp_path):
     sets = {"candidate": slow, "current": [], "reference": []}
     lines = []
 
-    out = phase.run(SERVING_PROFILE, sets, lambda total, desc: _NullBar(), lines.append,
-                    fake_launcher(tmp_path))
+    out = run_phase(SERVING_PROFILE, sets, fake_launcher(tmp_path), lines)
     res = out.latency
     names = [s.name for s in res.scenarios]
     assert names == ["serving_c1", "serving_c8", "serving_cinf"]
@@ -290,7 +296,7 @@ def test_the_serving_phase_end_to_end_with_fake_servers(tmp_path):
     assert any("starting server 2/2 for current+reference" in x for x in lines)
 
     # TTFT/ITL: medians over the runs, per configuration
-    m = out.metrics["scenarios"][0]
+    m = out.serving["scenarios"][0]
     assert m["name"] == "serving_c1"
     assert set(m["configurations"]) == {"candidate", "current", "reference"}
     itl = {k: v["median_itl_ms"] for k, v in m["configurations"].items()}
@@ -300,13 +306,13 @@ def test_the_serving_phase_end_to_end_with_fake_servers(tmp_path):
     acc = {"ratio": 1.0, "candidate": 0.9, "reference": 0.9, "flipped_to_wrong": 0,
            "flipped_to_right": 0, "p_value": 1.0, "n": 10, "per_task": {}, "C": 1.0,
            "threshold": 0.99, "ci_low": 1.0, "ci_high": 1.0}
-    v = verdict.build(SERVING_PROFILE, res, acc, compared_with="current baseline")
+    v = verdict.judge(SERVING_PROFILE, res, acc, compared_with="current baseline")
     assert [r["name"] for r in v["scenarios"]] == names
     assert v["S"]["1"] < 75  # the candidate's c1 takes about twice as long
-    v["serving"], v["profile"] = out.metrics, "fake"
+    v["serving"], v["profile"] = out.serving, "fake"
     text = report.render_terminal(v)
     assert "serving_cinf" in text and "TTFT median" in text and "10x4->5" in text
-    assert "the 3 scenarios together" in text
+    assert "the three scenarios together" in text
     md = report.render_markdown(v)
     assert "| serving_c1 " in md
 
@@ -316,8 +322,20 @@ def test_a_server_that_cuts_requests_short_is_an_error(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_BENCH_SHORT", "1")
     prof = SERVING_PROFILE.with_overrides(rounds=1)
     with pytest.raises(PatchgateError, match=r"tokens in and 40 out, expected 40 and 50"):
-        phase.run(prof, {"candidate": [], "current": [], "reference": []},
-                  lambda total, desc: _NullBar(), lambda s: None, fake_launcher(tmp_path))
+        run_phase(prof, {"candidate": [], "current": [], "reference": []},
+                  fake_launcher(tmp_path))
+
+
+def run_phase(profile, patch_sets, launcher, lines=None):
+    """The serving set's latency phase on ``patch_sets``, the step lines into ``lines``."""
+    stream = io.StringIO()
+    with Configurations(profile, patch_sets) as configs:
+        out = phase.ServingSet(launcher).measure(
+            sets.Phase(profile, configs, Reporter(quiet=True, stream=stream)))
+        assert not configs.started  # the servers were the set's own; no engine started
+    if lines is not None:
+        lines += stream.getvalue().splitlines()
+    return out
 
 
 class _NullBar:
@@ -341,7 +359,8 @@ class _NullBar:
 
 def test_flush_before_every_run_is_counted_by_the_server(tmp_path):
     port = server.free_port()
-    srv = server.Server("c", [], fake("--port", str(port)), port=port, folder=tmp_path)
+    srv = server.Server("c", [], fake("--port", str(port)), port=port,
+                        limits=server.Limits(folder=tmp_path))
     with srv.start():
         srv.wait_ready(poll_s=0.1)
         srv.flush_cache()
@@ -363,7 +382,7 @@ def test_explain_profiles_both_servers_and_names_the_extra_kernel(tmp_path):
                             SERVING_PROFILE, batch_sizes=batch_sizes(scen))
     sets = {"candidate": discover(FIX / "gate" / "slow_decode"), "current": [],
             "reference": []}
-    with phase.ServingConfigurations(SERVING_PROFILE, sets,
+    with configurations.ServingConfigurations(SERVING_PROFILE, sets,
                                      launcher=fake_launcher(tmp_path)) as configs:
         configs.start()
         block = explain.run(configs.profile_one, result, tmp_path / "v.explain")
@@ -412,7 +431,7 @@ def test_serving_items_are_weighted_as_the_contest_weighs_s1_s8_sinf():
 
 
 def test_commands_to_run_alone_and_their_comparison(tmp_path, capsys):
-    from patchgate.serving import commands
+    from patchgate.tools import serving_alone as commands
 
     cmds = commands.commands(DUMMY, tmp_path, port=30000)
     assert [c[2] for c in cmds] == ["sglang.launch_server"] + ["sglang.bench_serving"] * 3
@@ -442,10 +461,11 @@ def test_a_server_dies_with_the_gate_that_started_it(tmp_path):
         "import os, signal, sys",
         f"sys.path[:0] = [{str(ROOT / 'src')!r}]",
         "from pathlib import Path",
-        "from patchgate.serving import server",
+        "from patchgate.latency.serving import server",
         "port = server.free_port()",
         f"cmd = [sys.executable, {str(FAKE / 'fake_server.py')!r}, '--port', str(port)]",
-        f"srv = server.Server('c', [], cmd, port=port, folder=Path({str(tmp_path)!r}))",
+        f"srv = server.Server('c', [], cmd, port=port, "
+        f"limits=server.Limits(folder=Path({str(tmp_path)!r})))",
         "srv.start().wait_ready(poll_s=0.1)",
         "print(srv.pid, flush=True)",
         "os.kill(os.getpid(), signal.SIGKILL)"])
@@ -464,7 +484,7 @@ def test_the_gate_runs_the_serving_set_then_the_accuracy_guard(tmp_path, monkeyp
     """``guard --scenarios serving --explain`` end to end, on CPU: the fake servers and
     bench client stand for SGLang's; the accuracy guard's engines are the default model
     through transformers (loaded after the servers are gone)."""
-    from patchgate import configs as configs_mod
+    from patchgate.engines import factory as engine_start
     from patchgate.engines.isolated import IsolatedEngine
     from patchgate.gate import GuardOptions, run_guard
 
@@ -476,7 +496,7 @@ def test_the_gate_runs_the_serving_set_then_the_accuracy_guard(tmp_path, monkeyp
         return IsolatedEngine(profile.with_overrides(engine="transformers", device="cpu",
                                                      dtype="float32"), patches, label)
 
-    monkeypatch.setattr(configs_mod, "load_engine", load)
+    monkeypatch.setattr(engine_start, "start", load)
     monkeypatch.setattr(phase, "default_launcher", lambda: fake_launcher(tmp_path))
     prof = SERVING_PROFILE.with_overrides(rounds=10, eval_batch_size=16)
     v = run_guard(GuardOptions(profile=prof, patches_dir=FIX / "gate" / "slow_decode",
@@ -497,3 +517,24 @@ def test_the_gate_runs_the_serving_set_then_the_accuracy_guard(tmp_path, monkeyp
     assert not server._LIVE
     saved = json.loads((tmp_path / "v.json").read_text())
     assert saved["serving"] == v["serving"] and saved["verdict"] == "rejected"
+
+
+@pytest.mark.slow
+def test_a_serving_slowdown_is_confirmed_in_freshly_started_servers(tmp_path):
+    """Confirmation on (the default), as a real run has it: the slower candidate is found
+    slower, its server and the current baseline's are started afresh (and only those),
+    and the fresh servers find it slower again."""
+    slow = discover(FIX / "gate" / "slow_decode")
+    patch_sets = {"candidate": slow, "current": [], "reference": []}
+    prof = SERVING_PROFILE.with_overrides(rounds=8, max_looks=2, confirm=True)
+    lines = []
+    out = run_phase(prof, patch_sets, fake_launcher(tmp_path), lines)
+    res = out.latency
+    assert res.decisions["current"]["score"].outcome == "slower"
+    assert res.confirmation["current"]["score"].outcome == "slower"
+    assert res.final("current", "score") == "slower"
+    assert res.confirm_looks >= 1 and set(res.confirm_samples) == {"candidate", "current"}
+    fresh = [x for x in lines if "(fresh)" in x]
+    # current and reference share one server: restarting "current" restarts it, once
+    assert len(fresh) == 2 and any("for candidate" in x for x in fresh)
+    assert not server._LIVE  # every server, first and fresh, is gone

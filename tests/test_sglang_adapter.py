@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from patchgate.config import get_profile
 from patchgate.engines import sglang_hook
 from patchgate.engines.sglang import FORCED, server_args
 from patchgate.errors import PatchgateError
-from patchgate.patches import apply_patches, discover
+from patchgate.patches import discover
+from patchgate.patches.apply import apply_patches
+from patchgate.profile import get_profile
 
 FIX = Path(__file__).parent / "fixtures"
 KNOWN = {"kv_cache_dtype", "mem_fraction_static", "load_format", "dtype",

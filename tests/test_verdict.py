@@ -8,12 +8,18 @@ import random
 
 import pytest
 
-from patchgate import decide
-from patchgate.config import get_profile
-from patchgate.latency import judged
-from patchgate.scenarios import make_scenarios
+from patchgate.latency import decide
+from patchgate.latency.looks import judged
+from patchgate.latency.scenarios import make_scenarios
+from patchgate.profile import get_profile
 from patchgate.stats import SLOWER, UNDECIDED, PairedComparison
-from patchgate.verdict import accuracy_block, build, task_notes
+from patchgate.verdict import document
+from patchgate.verdict.judge import accuracy_block, judge, task_notes
+
+
+def build(*args, **kwargs):
+    """The verdict document of a judgement, as the gate assembles it."""
+    return document.assemble(judge(*args, **kwargs), document.Facts("default"))
 
 PROFILE = get_profile("default")
 SCEN = make_scenarios(PROFILE)

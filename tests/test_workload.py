@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from patchgate import workload
+from patchgate.store import workload
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -152,11 +152,11 @@ fidelity)
   ;;
 serving-alone)
   # fidelity of the serving set: the reference's server and bench_serving run alone, as
-  # the gate runs them (python -m patchgate.serving.commands), each scenario 3 times,
+  # the gate runs them (python -m patchgate.tools.serving_alone), each scenario 3 times,
   # then each median duration over the reference's in the verdict NAME (within 2 %)
   profile=$1 name=$2 dir=/tmp/logs/alone-$1
   rm -rf "$dir"; mkdir -p "$dir"
-  mapfile -t cmds < <(python3 -m patchgate.serving.commands --profile "$profile" --out "$dir")
+  mapfile -t cmds < <(python3 -m patchgate.tools.serving_alone --profile "$profile" --out "$dir")
   setsid bash -c "exec ${cmds[0]}" > "$dir/server.log" 2>&1 < /dev/null &
   spid=$!
   for _ in $(seq 1 900); do
@@ -169,7 +169,7 @@ serving-alone)
     done
   done
   kill -TERM -- "-$spid"; sleep 10; kill -KILL -- "-$spid" 2>/dev/null
-  python3 -m patchgate.serving.commands --compare "/tmp/logs/$name.json" "$dir" \
+  python3 -m patchgate.tools.serving_alone --compare "/tmp/logs/$name.json" "$dir" \
     | tee "/tmp/logs/fidelity-serving-$profile.txt"
   ;;
 grow)

@@ -27,7 +27,7 @@ def main() -> int:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from patchgate.config import get_profile
+    from patchgate.profile import get_profile
     from patchgate.engines.sglang import SGLangEngine
     from patchgate.patches import discover
 

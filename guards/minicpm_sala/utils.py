@@ -72,7 +72,7 @@ def data_file(data_path: str | None) -> Path:
                          "perf_public_set.jsonl)")
     path = Path(data_path).expanduser()
     if not path.is_absolute():
-        from patchgate.config import repo_root
+        from patchgate.profile import repo_root
 
         path = repo_root() / path
     if not path.is_file():

@@ -7,11 +7,11 @@ sensitive layers, in SGLang's fused names, are the five projections in ``KEEP``
 (layers 0 and 1 of the grown model are the small model's layers 0 and 1); they stay
 bf16. Every other decoder projection gets int4 weights with one scale and zero point
 per group of 32 input columns (0005's group), run by torchao's tinygemm kernel
-inside SGLang's worker (``patchgate.quant``). Real kernels: the speed is measured,
+inside SGLang's worker (``patchgate.patches.quant``). Real kernels: the speed is measured,
 not simulated.
 """
 
-from patchgate.quant import int4_weight_only
+from patchgate.patches.quant import int4_weight_only
 
 ENGINES = ("sglang",)
 # SGLang captures prefill CUDA graphs for 58 token counts; with torchao's int4 tensors

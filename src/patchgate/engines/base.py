@@ -2,7 +2,10 @@
 
 One engine instance holds one loaded, patched model (one configuration). Every verb
 takes and returns token ids; the accuracy guard and the latency scenarios use the
-same instance.
+same instance. An engine is built as ``Engine(profile, patches, label, share)``
+(``share``: the fraction of the device it may take, several configurations being
+loaded side by side) and registered by name in :mod:`patchgate.registry`; it may
+load in the background until :meth:`Engine.ready`.
 """
 
 from __future__ import annotations
@@ -14,8 +17,13 @@ from ..errors import PatchgateError
 
 
 class Engine(Protocol):
-    name: str  # "transformers" | "sglang"
+    name: str  # its name in patchgate.registry.ENGINES
+    label: str  # the configuration it runs ("candidate", "reference", ...)
     vocab_size: int
+    tokenizer: object  # a transformers tokenizer, or None where none is loaded
+
+    def ready(self) -> Engine:
+        """Wait until the model is loaded and patched (engines load in parallel)."""
 
     def generate(self, batch: list[list[int]], max_new_tokens: int) -> list[list[int]]:
         """Greedy, exactly ``max_new_tokens`` new tokens per row (EOS ignored)."""
@@ -34,6 +42,11 @@ class Engine(Protocol):
 
     def timed_generate(self, batch: list[list[int]], max_new_tokens: int) -> float:
         """Seconds for one :meth:`generate` call, measured where the model runs."""
+
+    def profile_generate(self, batch: list[list[int]], max_new_tokens: int, out_dir
+                         ) -> dict:
+        """One :meth:`generate` call under a profiler (``--explain``): the tables of
+        :func:`patchgate.engines.profiling.trace_tables` and the trace files."""
 
     def close(self) -> None:
         """Release the model and any worker processes; safe to call twice."""
@@ -61,20 +74,3 @@ def check_lengths(out: list[list[int]], rows: int, n: int, who: str) -> None:
             f"engine {who} returned {len(out)} rows with lengths {got}; expected {rows} x {n}",
             hint="the engine must honour fixed output lengths (ignore EOS); check its settings",
         )
-
-
-def load_engine(profile, patches, label: str, share: float = 1.0) -> Engine:
-    """The engine named by ``profile.engine``, loaded with ``patches`` applied.
-
-    ``share`` is the fraction of the device this engine may take (several
-    configurations are loaded side by side)."""
-    if profile.engine == "transformers":
-        from .isolated import IsolatedEngine
-
-        return IsolatedEngine(profile, patches, label)  # one process per configuration
-    if profile.engine == "sglang":
-        from .sglang import SGLangEngine
-
-        return SGLangEngine(profile, patches, label, share)
-    raise PatchgateError(f"profile {profile.name}: unknown engine {profile.engine!r}",
-                         hint="use 'transformers' or 'sglang'")

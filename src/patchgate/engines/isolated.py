@@ -108,7 +108,8 @@ class IsolatedEngine:
 
     name = "transformers"
 
-    def __init__(self, profile, patches, label: str):
+    def __init__(self, profile, patches, label: str, share: float = 1.0):
+        # ``share`` is for the device: CPU threads are the profile's (or the patch's)
         self.label = label
         self._patch_names = [p.name for p in patches]
         self._patch_dir = str(Path(patches[0].path).parent) if patches else ""

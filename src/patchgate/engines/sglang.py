@@ -156,6 +156,10 @@ class SGLangEngine(Timed):
                                                            trust_remote_code=True)
             self.vocab_size = min(self.vocab_size, len(self.tokenizer))
 
+    def ready(self) -> SGLangEngine:
+        """Loaded: ``sglang.Engine`` returns once its workers are up."""
+        return self
+
     def _generate(self, ids, params, **kw):
         try:
             out = self.engine.generate(input_ids=ids, sampling_params=params, **kw)
@@ -197,7 +201,7 @@ class SGLangEngine(Timed):
         activities=)``; not run on a GPU yet. Not a timing the gate decides on."""
         import time
 
-        from ..profiling import sglang_traces, trace_tables
+        from .profiling import sglang_traces, trace_tables
 
         out = Path(out_dir).resolve()
         out.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 from ..errors import PatchgateError
-from ..patches import apply_patches, merged_server_args
+from ..patches import merged_server_args
+from ..patches.apply import apply_patches
 from .base import Timed, check_lengths
 
 # SERVER_ARGS a patch may set on this engine.
@@ -148,8 +149,8 @@ class TransformersEngine(Timed):
                          ) -> dict:
         """One :meth:`generate` call under torch.profiler and once under cProfile
         (``--explain``); the traces go to ``out_dir``, the tables come back
-        (:func:`patchgate.profiling.profile_call`). Not a timing the gate decides on."""
-        from ..profiling import profile_call
+        (:func:`patchgate.engines.profiling.profile_call`). Not a timing the gate decides on."""
+        from .profiling import profile_call
 
         return profile_call(lambda: self.generate(batch, max_new_tokens), Path(out_dir),
                             cuda=self.device.type == "cuda")

@@ -5,8 +5,8 @@ Standard library only, no I/O. Anything that resamples takes ``seed`` and draws 
 
 - :mod:`.paired`: latency from paired rounds (signed-rank test, Hodges-Lehmann
   interval, three outcomes, Holm, the pooled score change): what the gate decides on;
-- :mod:`.core`: basics and the unpaired comparison (Mann-Whitney, bootstrap CI of the
-  ratio of medians), kept for samples that do not pair up;
+- :mod:`.core`: basics, and the unpaired interval that calibration compares with the
+  paired one;
 - :mod:`.accuracy`: per-item scores on the same items (McNemar, paired bootstrap);
 - :mod:`.score`: the contest's C, S and score;
 - :mod:`.changepoint`: change points in a stored history (E-divisive);
@@ -15,19 +15,7 @@ Standard library only, no I/O. Anything that resamples takes ``seed`` and draws 
 
 from .accuracy import AccuracyComparison, compare_accuracy, mcnemar_exact
 from .changepoint import ChangePoint, e_divisive
-from .core import (
-    LatencyComparison,
-    MannWhitney,
-    RatioCI,
-    bootstrap_ratio_ci,
-    compare_latency,
-    geometric_mean,
-    mann_whitney,
-    median,
-    minimum_detectable_change,
-    relative_spread,
-    shift_interval,
-)
+from .core import geometric_mean, median, shift_interval
 from .paired import (
     EQUIVALENT,
     FASTER,
@@ -51,11 +39,9 @@ from .score import correctness_coefficient, score, speed_score
 
 __all__ = [
     "EQUIVALENT", "FASTER", "OUTCOMES", "SLOWER", "UNDECIDED",
-    "AccuracyComparison", "ChangePoint", "LatencyComparison", "Location", "MannWhitney",
-    "PairedComparison", "Rate", "RatioCI", "SignedRank",
-    "bootstrap_ratio_ci", "compare_accuracy", "compare_differences", "compare_latency",
-    "compare_paired", "correctness_coefficient", "e_divisive", "geometric_mean",
-    "hodges_lehmann", "holm", "log_ratios", "mann_whitney", "mcnemar_exact", "median",
-    "minimum_detectable_change", "outcome", "pooled_differences", "rate", "relative_spread",
+    "AccuracyComparison", "ChangePoint", "Location", "PairedComparison", "Rate",
+    "SignedRank", "compare_accuracy", "compare_differences", "compare_paired",
+    "correctness_coefficient", "e_divisive", "geometric_mean", "hodges_lehmann", "holm",
+    "log_ratios", "mcnemar_exact", "median", "outcome", "pooled_differences", "rate",
     "score", "shift_interval", "signed_rank", "speed_score",
 ]

@@ -1,0 +1,106 @@
+"""The configurations of one run and their engines, owned in one place.
+
+A run compares up to four configurations, each a set of patches:
+
+- ``candidate``: every patch in the folder that applies to the profile's engine;
+- ``current``: the accepted patches (named, with the same sha256, in ``current.json``);
+- ``best``: the fastest accepted state (``best.json``), when it differs from current
+  and its patches are all still in the folder;
+- ``reference``: no patches.
+
+Configurations with the same patch set share one engine: its *name* joins their
+labels ("candidate+current"). :class:`Configurations` starts the engines, starts
+them again in fresh processes (a confirmation), closes them, and looks them up by
+label or by name. Nothing else in the gate holds an engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..patches import Patch, content_key
+from .base import Engine
+from .factory import start_all
+
+LABELS = ("candidate", "current", "best", "reference")
+
+
+class Configurations:
+    """Patch sets by label, one engine per distinct set (use as a context manager)."""
+
+    def __init__(self, profile, sets: dict[str, list[Patch]],
+                 say: Callable[[str], None] = lambda _: None):
+        unknown = set(sets) - set(LABELS)
+        if unknown or not {"candidate", "current", "reference"} <= set(sets):
+            raise ValueError(f"configurations need candidate, current and reference; "
+                             f"got {sorted(sets)}")
+        self.profile = profile
+        self.sets = {lb: list(sets[lb]) for lb in LABELS if lb in sets}
+        self.labels = tuple(self.sets)
+        self.keys = {lb: content_key(ps) for lb, ps in self.sets.items()}
+        self._say = say
+        self._engines: dict[str, Engine] = {}  # by key
+        self.starts = 0
+
+    # ------------------------------------------------------------------ naming
+    def name(self, label: str) -> str:
+        """The engine name of ``label``: every label that shares its patch set."""
+        key = self.keys[label]
+        return "+".join(lb for lb in self.labels if self.keys[lb] == key)
+
+    def names(self, labels: tuple[str, ...] | None = None) -> list[str]:
+        """Distinct engine names of ``labels`` (all by default), in label order."""
+        return list(dict.fromkeys(self.name(lb) for lb in (labels or self.labels)))
+
+    def same(self, a: str, b: str) -> bool:
+        """Whether two labels run the same patch set (one engine)."""
+        return self.keys[a] == self.keys[b]
+
+    # ------------------------------------------------------------------ engines
+    def start(self, labels: tuple[str, ...] | None = None) -> None:
+        """(Re)start one engine per distinct patch set of ``labels`` (all by default),
+        each in fresh processes; the engines of other labels keep running."""
+        keys = {self.keys[lb] for lb in (labels or self.labels)}
+        for key in keys:
+            eng = self._engines.pop(key, None)
+            if eng is not None:
+                eng.close()
+        self.starts += 1
+        firsts = [name.split("+")[0] for name in self.names()]
+        wanted = {lb: self.sets[lb] for lb in firsts if self.keys[lb] in keys}
+        started = start_all(self.profile, wanted, self._say, 1 / len(firsts),
+                            {lb: self.name(lb) for lb in wanted}, fresh=self.starts > 1)
+        for label, eng in started.items():
+            self._engines[self.keys[label]] = eng
+
+    @property
+    def started(self) -> bool:
+        """Whether :meth:`start` has run (the static set starts the engines; after the
+        serving set, the accuracy guard's phase does)."""
+        return self.starts > 0
+
+    def ensure_started(self) -> None:
+        """Start the engines unless they run already."""
+        if not self.started:
+            self.start()
+
+    def engine(self, label: str) -> Engine:
+        return self._engines[self.keys[label]]
+
+    def by_name(self, labels: tuple[str, ...] | None = None) -> dict[str, Engine]:
+        """``{engine name: engine}`` for ``labels`` (all by default), in label order."""
+        out: dict[str, Engine] = {}
+        for lb in labels or self.labels:
+            out.setdefault(self.name(lb), self.engine(lb))
+        return out
+
+    def close(self) -> None:
+        for eng in self._engines.values():
+            eng.close()
+        self._engines.clear()
+
+    def __enter__(self) -> Configurations:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,41 @@
+"""Starting engines: one per configuration, built by the registry, loaded in parallel.
+
+:func:`start` builds the profile's engine (``patchgate.registry.ENGINES``) for one
+patch set; :func:`start_all` starts several side by side, each with an equal share
+of the device, and waits until all are ready; if one fails, those already started
+are closed before the error goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .. import registry
+from .base import Engine
+
+
+def start(profile, patches, label: str, share: float = 1.0) -> Engine:
+    """The profile's engine with ``patches`` applied, for configuration ``label``."""
+    return registry.create("engine", profile.engine, profile, list(patches), label, share)
+
+
+def start_all(profile, sets: dict, say: Callable[[str], None] = lambda _: None,
+              share: float | None = None, names: dict[str, str] | None = None,
+              fresh: bool = False) -> dict[str, Engine]:
+    """``{label: engine}`` for ``sets`` (``{label: patches}``), all ready. ``share``
+    defaults to an equal part of the device each; ``names`` (what the step lines call
+    each label) and ``fresh`` only change the words."""
+    share = share if share is not None else 1 / max(1, len(sets))
+    engines: dict[str, Engine] = {}
+    try:
+        for label, patches in sets.items():
+            say(f"loading engine for {(names or {}).get(label, label)} ({len(patches)} "
+                "patches)" + (" in fresh processes" if fresh else ""))
+            engines[label] = start(profile, patches, label, share)
+        for engine in engines.values():  # engines in worker processes load in parallel
+            engine.ready()
+    except BaseException:
+        for engine in engines.values():
+            engine.close()
+        raise
+    return engines

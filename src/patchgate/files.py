@@ -1,0 +1,150 @@
+"""Atomic file writes and strict JSON reads, shared by every module that stores files.
+
+A write goes to a temporary file in the target's folder, is flushed to disk, and
+replaces the target with ``os.replace``: a reader sees the old file or the new one,
+never half of one, and a failure (a full disk, NaN in the data, Ctrl-C) leaves the
+old file as it was. :func:`atomic_write_many` extends this to several files: all are
+replaced or none.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from .errors import PatchgateError
+
+_NEW_FILE_MODE = 0o644  # temp files are created 0600; a stored result is not secret
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` (UTF-8) atomically; creates parent folders."""
+    atomic_write_many({Path(path): text})
+
+
+def atomic_write_many(files: dict[Path, str]) -> None:
+    """Replace every ``path`` with its text, so that either all are replaced or none.
+
+    Every temp file is written and synced first; only then is each moved into
+    place. If a move fails midway (an OS error), the files already moved are put
+    back to their old contents (or removed, if they did not exist) and the error
+    is re-raised.
+    """
+    temps: dict[Path, Path] = {}
+    try:
+        for path, text in files.items():
+            temps[Path(path)] = _write_temp(Path(path), text.encode("utf-8"))
+        # what to put back if a later move fails (one file: nothing to undo)
+        old = {p: p.read_bytes() if p.exists() else None for p in temps} if len(temps) > 1 else {}
+    except BaseException:
+        for temp in temps.values():
+            temp.unlink(missing_ok=True)
+        raise
+    done: list[Path] = []
+    try:
+        for path, temp in temps.items():
+            os.replace(temp, path)
+            done.append(path)
+    except BaseException:
+        for path in done:
+            _restore(path, old[path])
+        for path, temp in temps.items():
+            if path not in done:
+                temp.unlink(missing_ok=True)
+        raise
+    for folder in {path.parent for path in temps}:
+        _fsync_dir(folder)
+
+
+def json_text(obj: object, path: Path) -> str:
+    """``obj`` as the JSON text stored at ``path``: indent 1, sorted keys, final newline.
+
+    NaN and infinity are refused (strict JSON readers reject them) with a
+    :class:`PatchgateError` naming ``path``.
+    """
+    try:
+        return json.dumps(obj, indent=1, sort_keys=True, allow_nan=False) + "\n"
+    except ValueError as e:
+        raise PatchgateError(
+            f"cannot write {path}: the data holds NaN or infinity ({e})",
+            "a measurement or score came out undefined; check the run's log, then run again",
+        ) from e
+
+
+def atomic_write_json(path: Path, obj: object) -> None:
+    """Write ``obj`` to ``path`` as JSON (see :func:`json_text`), atomically."""
+    atomic_write_text(path, json_text(obj, path))
+
+
+def read_json(path: Path, hint: str = "", invalid_hint: str | None = None) -> dict:
+    """The JSON object stored at ``path``.
+
+    Raises :class:`PatchgateError` if the file is missing (with ``hint``: how to
+    create it is the caller's business), unreadable, not valid JSON (with line and
+    column), or not an object; those use ``invalid_hint`` (default: ``hint``).
+    """
+    path = Path(path)
+    bad_hint = hint if invalid_hint is None else invalid_hint
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PatchgateError(f"{path} does not exist", hint) from None
+    except UnicodeDecodeError as e:
+        raise PatchgateError(f"{path} is not valid UTF-8 text ({e.reason})", bad_hint) from None
+    except OSError as e:
+        raise PatchgateError(f"cannot read {path}: {e.strerror or e}", bad_hint) from None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise PatchgateError(
+            f"{path} is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}", bad_hint
+        ) from None
+    if not isinstance(obj, dict):
+        raise PatchgateError(
+            f"{path} holds a JSON {type(obj).__name__}, expected an object", bad_hint
+        )
+    return obj
+
+
+def _write_temp(path: Path, data: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    temp = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        mode = path.stat().st_mode & 0o777 if path.exists() else _NEW_FILE_MODE
+        os.chmod(temp, mode)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return temp
+
+
+def _restore(path: Path, data: bytes | None) -> None:
+    """Best effort: put back the bytes ``path`` held before (``None``: remove it)."""
+    try:
+        if data is None:
+            path.unlink(missing_ok=True)
+        else:
+            os.replace(_write_temp(path, data), path)
+    except OSError:
+        pass
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make the renames durable; not every platform lets a folder be opened."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,154 @@
+"""lm-eval's view of a patchgate engine: :func:`lm_class` builds ``EngineLM``.
+
+The accuracy guard runs lm-eval tasks through the very engine the latency scenarios
+time (the loaded, patched model), greedy, token ids in and out. What it answers must
+equal what lm-eval's own ``hf`` model answers for the same model and data:
+
+- Generation requests are grouped by their generation settings (as lm-eval's models
+  do): a batch never mixes two tasks' stop sequences, so ``until: ["."]`` of one task
+  cannot cut another task's answer "3.5".
+- A request stops at a token whose text holds one of *its own* stop sequences (or at
+  EOS), and its text is cut before the first stop sequence, as lm-eval cuts it; a stop
+  sequence spread over several tokens is cut from the text after ``max_gen_toks``.
+- ``max_gen_toks`` defaults to lm-eval's 256; log-likelihood requests split context
+  and continuation as lm-eval does (trailing spaces of the context move over).
+- With a profile's ``chat_template`` the prompts go through the tokenizer's template.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..errors import PatchgateError
+
+DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's default (HFLM.max_gen_toks)
+
+
+def group_key(gen_kwargs: dict) -> str:
+    """Requests with the same key share batches: every generation setting, in order."""
+    return json.dumps(gen_kwargs, sort_keys=True, default=str)
+
+
+def stop_sequences(gen_kwargs: dict) -> list[str]:
+    until = gen_kwargs.get("until") or []
+    return [until] if isinstance(until, str) else list(until)
+
+
+def max_gen_toks(gen_kwargs: dict) -> int:
+    for key in ("max_gen_toks", "max_new_tokens", "max_tokens", "max_completion_tokens"):
+        if gen_kwargs.get(key) is not None:
+            return int(gen_kwargs[key])
+    return DEFAULT_MAX_GEN_TOKS
+
+
+def cut(text: str, stops: list[str]) -> str:
+    """``text`` before the first occurrence of each stop sequence (lm-eval's rule)."""
+    for s in stops:
+        if s:
+            text = text.split(s)[0]
+    return text
+
+
+def lm_class():
+    from lm_eval.api.model import LM
+
+    class EngineLM(LM):
+        """lm-eval's ``LM`` over a patchgate engine (greedy, token ids in and out)."""
+
+        def __init__(self, engine, tokenizer, batch_size: int = 16, progress=None):
+            super().__init__()
+            self.engine, self.tok, self.batch_size = engine, tokenizer, batch_size
+            self.progress = progress
+            self._pieces: list[str] | None = None
+            self._stops: dict[tuple[str, ...], frozenset[int]] = {}
+
+        def _encode(self, text: str) -> list[int]:
+            return self.tok(text, add_special_tokens=False)["input_ids"]
+
+        def _tick(self, n: int) -> None:
+            if self.progress is not None:
+                self.progress.update(n)
+
+        # -- chat templates (profile.chat_template) ---------------------------------
+        @property
+        def tokenizer_name(self) -> str:
+            return str(getattr(self.tok, "name_or_path", "")).replace("/", "__")
+
+        def chat_template(self, chat_template=False) -> str:
+            return getattr(self.tok, "chat_template", None) or ""
+
+        def apply_chat_template(self, chat_history, add_generation_prompt=True) -> str:
+            if not getattr(self.tok, "chat_template", None):
+                raise PatchgateError("the profile sets chat_template = true but the model's "
+                                     "tokenizer has no chat template",
+                                     hint="remove chat_template from the profile")
+            return self.tok.apply_chat_template(chat_history, tokenize=False,
+                                                add_generation_prompt=add_generation_prompt)
+
+        # -- log-likelihood ----------------------------------------------------------
+        def _split(self, ctx: str, cont: str) -> tuple[list[int], list[int]]:
+            spaces = len(ctx) - len(ctx.rstrip())
+            if spaces:  # lm-eval moves the context's trailing spaces to the continuation
+                ctx, cont = ctx[:-spaces], ctx[-spaces:] + cont
+            whole = self._encode(ctx + cont)
+            ctx_ids = self._encode(ctx)
+            cont_ids = whole[len(ctx_ids):]
+            if not ctx_ids:
+                prefix = self.tok.bos_token_id if self.tok.bos_token_id is not None \
+                    else self.tok.eos_token_id
+                ctx_ids = [prefix if prefix is not None else 0]
+            return ctx_ids, cont_ids
+
+        def loglikelihood(self, requests, disable_tqdm: bool = False):
+            pairs = [self._split(*req.args) for req in requests]
+            order = sorted(range(len(pairs)), key=lambda i: -len(pairs[i][0]) - len(pairs[i][1]))
+            out: list[tuple[float, bool] | None] = [None] * len(pairs)
+            for i in range(0, len(order), self.batch_size):
+                chunk = order[i: i + self.batch_size]
+                for j, res in zip(chunk, self.engine.loglikelihood([pairs[j] for j in chunk]),
+                                  strict=True):
+                    out[j] = res
+                self._tick(len(chunk))
+            return out
+
+        def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
+            raise PatchgateError("rolling log-likelihood tasks (perplexity) are not "
+                                 "supported by the guard",
+                                 hint="use generate_until or multiple_choice tasks")
+
+        # -- generation --------------------------------------------------------------
+        def _stop_ids(self, stops: list[str]) -> frozenset[int]:
+            """Token ids whose text holds one of ``stops``, and EOS."""
+            key = tuple(stops)
+            if key not in self._stops:
+                if self._pieces is None:
+                    self._pieces = self.tok.batch_decode([[i] for i in range(len(self.tok))])
+                ids = {i for i, piece in enumerate(self._pieces)
+                       if any(s and s in piece for s in stops)}
+                if self.tok.eos_token_id is not None:
+                    ids.add(self.tok.eos_token_id)
+                self._stops[key] = frozenset(ids)
+            return self._stops[key]
+
+        def generate_until(self, requests, disable_tqdm: bool = False):
+            groups: dict[str, list[int]] = {}
+            for i, req in enumerate(requests):
+                groups.setdefault(group_key(req.args[1]), []).append(i)
+            out: list[str | None] = [None] * len(requests)
+            for members in groups.values():
+                kwargs = requests[members[0]].args[1]
+                stops, limit = stop_sequences(kwargs), max_gen_toks(kwargs)
+                stop_ids = self._stop_ids(stops)
+                prompts = {i: self._encode(requests[i].args[0]) for i in members}
+                order = sorted(members, key=lambda i: -len(prompts[i]))
+                for k in range(0, len(order), self.batch_size):
+                    chunk = order[k: k + self.batch_size]
+                    rows = self.engine.generate_until([prompts[i] for i in chunk], limit,
+                                                      stop_ids)
+                    for i, row in zip(chunk, rows, strict=True):
+                        text = self.tok.decode(row[:limit], skip_special_tokens=True)
+                        out[i] = cut(text, stops)
+                    self._tick(len(chunk))
+            return out
+
+    return EngineLM

@@ -1,0 +1,273 @@
+"""The latency phase of a run: measure, look, measure more, confirm. No verdict here.
+
+1. **First look.** Every configuration, every scenario, ``rounds`` rounds, interleaved
+   and counterbalanced (:func:`patchgate.latency.measure.measure`).
+2. **More looks.** Candidate vs current (and vs the fastest accepted state, if that is
+   another configuration) is decided item by item (:mod:`patchgate.latency.decide`). Items
+   still undecided get ``rounds`` more rounds (the scenarios concerned; all of them
+   while the pooled ``score`` item is undecided), up to ``max_looks`` looks in all.
+   Each look tests at alpha / ``max_looks``, so the false-alarm rate stays at alpha
+   whatever the number of looks taken. The reference runs in the first look only:
+   it serves the score, not the decision.
+3. **Confirmation in fresh processes.** Two processes running the same code can
+   differ steadily (on a shared CPU, measured: decode_b1 up to 44 % between two
+   worker processes of the same model). Any item found slower is measured again in
+   newly started engines, with its own budget of looks, and stays slower only if
+   this second, independent set of processes finds it slower too. Requiring both
+   can only lower the false-alarm rate; it costs power only when one of the two
+   samples is too small, which the looks prevent.
+
+The result, :class:`LatencyResult`, holds the raw samples and the decisions; the
+verdict is built from it elsewhere (:mod:`patchgate.verdict.judge`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..engines.configurations import Configurations
+from ..stats import SLOWER, median, speed_score
+from ..stats.score import batch_keys
+from . import decide
+from .measure import Rounds, balanced_rounds, measure
+from .scenarios import Scenario, make_scenarios
+
+Samples = dict[str, dict[str, list[float]]]  # {label: {scenario: [seconds]}}
+
+
+@dataclass
+class LatencyResult:
+    """What the latency phase measured and decided.
+
+    ``samples``: per label, per scenario, the seconds of every timed call in the
+    first set of processes (more looks append). ``decisions``: per comparison
+    ("current", "best"), per item (scenario names and ``score``), the outcome in the
+    first processes. ``confirmation``: the same for the items found slower, measured
+    again in fresh processes (``confirm_samples``). ``weights``: each scenario's
+    weight in the pooled score item. ``same_as_current``: the candidate is the
+    current configuration (nothing new to compare). ``batch_sizes``: the batch sizes
+    that stand for S1, S8 and Sinf when they are not the profile's (the serving set)."""
+
+    scenarios: list[Scenario]
+    samples: Samples
+    decisions: dict[str, dict[str, decide.Decision]]
+    weights: dict[str, float]
+    looks: int
+    max_looks: int
+    alpha_look: float
+    confirmation: dict[str, dict[str, decide.Decision]] = field(default_factory=dict)
+    confirm_samples: Samples = field(default_factory=dict)
+    confirm_looks: int = 0
+    same_as_current: bool = False
+    notes: list[str] = field(default_factory=list)
+    batch_sizes: tuple[int, ...] | None = None
+
+    def final(self, comparison: str, item: str) -> str:
+        """The outcome that counts: "slower" only if the confirmation agrees."""
+        first = self.decisions[comparison][item].outcome
+        if first != SLOWER or comparison not in self.confirmation:
+            return first
+        again = self.confirmation[comparison].get(item)
+        return SLOWER if again is not None and again.outcome == SLOWER else "unconfirmed"
+
+
+def comparisons(configs: Configurations) -> list[str]:
+    """The baselines the candidate is judged against: the current one, and the fastest
+    accepted state when it is another configuration."""
+    out = ["current"]
+    if "best" in configs.labels and not configs.same("best", "current"):
+        out.append("best")
+    return out
+
+
+def _items(comparison: str, scenarios: list[Scenario]) -> list[str]:
+    """Against the current baseline every scenario and the score; against the fastest
+    accepted state the score alone (the drift a chain of small changes adds up to)."""
+    return [*(s.name for s in scenarios), decide.SCORE] if comparison == "current" \
+        else [decide.SCORE]
+
+
+def _needed(items: list[str], scenarios: list[Scenario]) -> list[Scenario]:
+    if decide.SCORE in items:
+        return list(scenarios)
+    return [s for s in scenarios if s.name in items]
+
+
+def _extend(into: Samples, more: Samples, configs: Configurations,
+            labels: tuple[str, ...]) -> None:
+    for label in labels:
+        for name, xs in more[configs.name(label)].items():
+            into.setdefault(label, {}).setdefault(name, []).extend(xs)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """What the looks measure: the ``scenarios``, the ``batch_sizes`` that stand for S1,
+    S8 and Sinf, and the ``timer`` (:func:`patchgate.latency.measure.measure`'s
+    signature: engines, scenarios, :class:`~patchgate.latency.measure.Rounds`, bar).
+    ``stands_in``: the batch sizes are not the profile's (the serving set's
+    concurrencies), and the result says so."""
+
+    scenarios: list
+    batch_sizes: tuple[int, ...]
+    timer: Callable = measure
+    stands_in: bool = False
+
+    @classmethod
+    def static(cls, profile) -> Schedule:
+        """The profile's six scenarios on the configurations' engines."""
+        return cls(make_scenarios(profile), tuple(profile.batch_sizes))
+
+
+def run(configs: Configurations, prof, reporter, schedule: Schedule | None = None
+        ) -> LatencyResult:
+    """The latency phase (see the module docstring) on ``configs``' engines (started).
+    ``reporter`` (:class:`patchgate.report.console.Reporter`) gets the step lines and
+    gives the bars; ``schedule`` defaults to the profile's six scenarios."""
+    schedule = schedule or Schedule.static(prof)
+    scenarios, sizes, timer = schedule.scenarios, schedule.batch_sizes, schedule.timer
+    against = comparisons(configs)
+    k_max = max(1, prof.max_looks)
+    # one family per comparison; each family's alpha is split over the looks
+    alpha_look = prof.thresholds.alpha / (len(against) * k_max)
+    engines = configs.by_name()
+    n = len(engines)
+    reporter.say(f"latency: {len(scenarios)} scenarios x {n} configurations x "
+                 f"{balanced_rounds(prof.rounds, n)} rounds (+{prof.warmup} warm-up), "
+                 f"interleaved; up to {k_max} looks")
+    with reporter.progress(_calls(prof, scenarios, n, prof.warmup), "latency") as bar:
+        named = timer(engines, scenarios, Rounds.of(prof), bar)
+        samples: Samples = {label: {k: list(v) for k, v in named[configs.name(label)].items()}
+                            for label in configs.labels}
+        speed = {key: speed_score([median(samples["reference"][s.name]) for s in sel],
+                                  [median(samples["current"][s.name]) for s in sel])
+                 for key, sel in _by_batch(scenarios, sizes).items()}
+        weights = decide.score_weights(scenarios, sizes, speed)
+        result = LatencyResult(scenarios, samples, {}, weights, 1, k_max, alpha_look,
+                               same_as_current=configs.same("candidate", "current"),
+                               batch_sizes=sizes if schedule.stands_in else None)
+        result.notes += _power_notes(balanced_rounds(prof.rounds, n), alpha_look,
+                                     len(scenarios))
+        for comp in against:
+            result.decisions[comp] = _judge(result, samples, comp, prof.thresholds, 1)
+        if result.same_as_current:
+            return result
+        _more_looks(configs, prof, result, against, reporter, (bar, timer))
+    if prof.confirm:
+        _confirm(configs, prof, result, against, reporter, timer)
+    return result
+
+
+def _more_looks(configs, prof, result: LatencyResult, against, reporter, bar_timer
+                ) -> None:
+    """Looks 2..max_looks of the items still undecided (step 2 of the docstring)."""
+    bar, timer = bar_timer
+    for k in range(2, result.max_looks + 1):
+        wanted = sorted({i for comp in against for i in decide.pending(result.decisions[comp])})
+        if not wanted:
+            return
+        pend = _needed(wanted, result.scenarios)
+        labels = ("candidate", *against)
+        reporter.say(f"undecided: {', '.join(wanted)}; look {k} of {result.max_looks}: "
+                     f"{prof.rounds} more rounds of {len(pend)} scenario(s)")
+        use = configs.by_name(labels)
+        bar.total += balanced_rounds(prof.rounds, len(use)) * len(pend) * len(use)
+        bar.refresh()
+        more = timer(use, pend, Rounds.of(prof, warmup=False), bar)
+        _extend(result.samples, more, configs, labels)
+        result.looks = k
+        for comp in against:
+            result.decisions[comp] = _judge(result, result.samples, comp, prof.thresholds, k)
+
+
+def _judge(result: LatencyResult, samples: Samples, comp: str, th, number: int
+           ) -> dict[str, decide.Decision]:
+    """Candidate vs ``comp`` after look ``number`` (:func:`patchgate.latency.decide.look`);
+    outcomes reached at an earlier look stand."""
+    diffs = decide.differences(samples["candidate"], samples[comp])
+    previous = result.decisions.get(comp) if number > 1 else None
+    return decide.look(diffs, result.weights, decide.Level(th.latency, result.alpha_look),
+                       number, previous, items=_items(comp, result.scenarios))
+
+
+def judged(samples: Samples, scenarios: list[Scenario], profile, against=("current",),
+           speed: dict | None = None, batch_sizes: tuple[int, ...] | None = None
+           ) -> LatencyResult:
+    """A :class:`LatencyResult` decided from given samples in one look (no engines):
+    what the verdict tests build on."""
+    weights = decide.score_weights(scenarios, batch_sizes or profile.batch_sizes, speed)
+    k_max = max(1, profile.max_looks)
+    alpha_look = profile.thresholds.alpha / (len(against) * k_max)
+    result = LatencyResult(scenarios, samples, {}, weights, 1, k_max, alpha_look,
+                           batch_sizes=batch_sizes)
+    for comp in against:
+        result.decisions[comp] = _judge(result, samples, comp, profile.thresholds, 1)
+    return result
+
+
+def _confirm(configs, prof, result: LatencyResult, against, reporter,
+             timer: Callable = measure) -> None:
+    """Step 3 of the docstring: the items found slower, measured again in fresh engine
+    processes (the configurations concerned restarted), with their own looks."""
+    flagged = {comp: decide.slower(result.decisions[comp]) for comp in against}
+    flagged = {comp: items for comp, items in flagged.items() if items}
+    if not flagged:
+        return
+    items_all = sorted({i for items in flagged.values() for i in items})
+    reporter.say(f"slower: {', '.join(items_all)}; measuring again in fresh engine processes")
+    labels = ("candidate", *flagged)
+    configs.start(labels)
+    use = configs.by_name(labels)
+    th = prof.thresholds
+    pend = _needed(items_all, result.scenarios)
+    decisions: dict[str, dict[str, decide.Decision]] = {}
+    with reporter.progress(_calls(prof, pend, len(use), prof.warmup), "confirm") as bar:
+        for k in range(1, result.max_looks + 1):
+            if k > 1:
+                wanted = sorted({i for d in decisions.values() for i in decide.pending(d)})
+                if not wanted:
+                    break
+                pend = _needed(wanted, result.scenarios)
+                reporter.say(f"confirmation undecided: {', '.join(wanted)}; look {k} of "
+                             f"{result.max_looks}")
+                bar.total += balanced_rounds(prof.rounds, len(use)) * len(pend) * len(use)
+                bar.refresh()
+            more = timer(use, pend, Rounds.of(prof, warmup=k == 1), bar)
+            _extend(result.confirm_samples, more, configs, labels)
+            result.confirm_looks = k
+            for comp, items in flagged.items():
+                diffs = decide.differences(result.confirm_samples["candidate"],
+                                           result.confirm_samples[comp])
+                decisions[comp] = decide.look(diffs, result.weights,
+                                              decide.Level(th.latency, result.alpha_look),
+                                              k, decisions.get(comp), items=items)
+    result.confirmation = decisions
+
+
+def _power_notes(rounds: int, alpha_look: float, scenarios: int = 6) -> list[str]:
+    """Say so when a look has too few rounds for a scenario alone to reach its share of
+    alpha: the signed-rank test's smallest p-value is 2^-rounds."""
+    share = alpha_look * (1 - decide.SCORE_SHARE) / max(1, scenarios)
+    need = math.ceil(math.log2(1 / share))
+    if rounds >= need:
+        return []
+    return [f"{rounds} rounds a look: a scenario alone cannot be significant before "
+            f"{need} rounds (its share of alpha is {share:.2g}, the smallest p of "
+            f"{rounds} paired rounds 2^-{rounds}); the pooled score can"]
+
+
+def _by_batch(scenarios: list[Scenario], batch_sizes) -> dict[str, list[Scenario]]:
+    keys = batch_keys(batch_sizes)
+    out: dict[str, list[Scenario]] = {}
+    for s in scenarios:
+        if s.batch_size in keys:
+            out.setdefault(keys[s.batch_size], []).append(s)
+    return out
+
+
+def _calls(prof, scenarios, configurations: int, warmup: int) -> int:
+    """Timed and warm-up calls of one :func:`measure` (a progress bar's total)."""
+    return (warmup + balanced_rounds(prof.rounds, configurations)) * len(scenarios) * \
+        configurations

@@ -1,0 +1,108 @@
+"""Timing: configurations measured side by side, rounds interleaved and counterbalanced.
+
+One timed call is ``sync; perf_counter; generate; sync; perf_counter``, taken where
+the model runs (``Engine.timed_generate``). For every round and scenario, each
+configuration runs once, in an order that rotates from round to round (A B C,
+B C A, C A B, ...), so drift of a shared machine falls on all configurations
+alike.
+
+Where a call stands in its round matters on a shared CPU: the call right after
+another process's call is slower (that process's threads still spin for a few
+milliseconds, and the caches hold its data), by up to 1.9x for a 5 ms call on 2
+cores. Two measures keep that from turning into a difference between
+configurations:
+
+- counterbalancing: the number of timed rounds is rounded up to a multiple of the
+  number of configurations, so each configuration takes each place in the order
+  equally often (with 7 rounds and 2 configurations one of them would be first 4
+  times out of 7, and its median would be a "first" sample);
+- ``settle_s``: a short pause before each timed call, so the previous call's
+  threads are asleep when the next one starts.
+
+The first ``warmup`` rounds are thrown away; the raw samples of the others are kept.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from ..engines.base import Engine
+from .scenarios import Scenario, prompt_ids
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """One measurement's schedule: ``timed`` rounds (rounded up by
+    :func:`balanced_rounds`) after ``warmup`` thrown-away ones; ``seed`` draws the
+    token batches; ``settle_s`` is the pause before each call."""
+
+    timed: int
+    warmup: int = 0
+    seed: int = 0
+    settle_s: float = 0.0
+
+    @classmethod
+    def of(cls, profile, warmup: bool = True) -> Rounds:
+        """The profile's schedule (``warmup=False``: a further look, no warm-up)."""
+        return cls(profile.rounds, profile.warmup if warmup else 0, profile.seed,
+                   profile.settle_s)
+
+
+def balanced_rounds(rounds: int, configurations: int) -> int:
+    """``rounds`` rounded up to a multiple of ``configurations`` (at least one round)."""
+    n = max(1, configurations)
+    return max(n, math.ceil(rounds / n) * n)
+
+
+def orders(labels: list[str], rounds: int) -> list[list[str]]:
+    """The order of the configurations in each of ``rounds`` rounds: a rotation, so
+    over any ``len(labels)`` consecutive rounds each label takes each place once."""
+    n = len(labels)
+    return [labels[r % n:] + labels[:r % n] for r in range(rounds)]
+
+
+def measure(engines: Mapping[str, Engine], scenarios: list[Scenario], rounds: Rounds,
+            progress=None) -> dict[str, dict[str, list[float]]]:
+    """Raw latency samples: ``{config: {scenario name: [seconds, ...]}}``, with
+    :func:`balanced_rounds` samples per configuration and scenario.
+
+    ``progress`` (optional) is a tqdm-like object with ``update(n)`` and
+    ``set_postfix_str(s)``; it advances once per timed or warm-up call.
+    """
+    vocab = min(e.vocab_size for e in engines.values())
+    batches = {s.name: prompt_ids(s, vocab, rounds.seed) for s in scenarios}
+    return interleave(list(engines), scenarios, rounds,
+                      lambda label, s, timed: engines[label].timed_generate(
+                          batches[s.name], s.output_len),
+                      progress)
+
+
+def interleave(labels: list[str], scenarios: list, rounds: Rounds,
+               call: Callable[[str, object, bool], float], progress=None
+               ) -> dict[str, dict[str, list[float]]]:
+    """The schedule itself, for any kind of call: ``rounds.warmup`` rounds, then
+    :func:`balanced_rounds` timed ones; per round and scenario each label once, in the
+    rotating :func:`orders`. ``call(label, scenario, timed)`` returns seconds; the
+    timed ones are the samples ``{label: {scenario name: [seconds, ...]}}``."""
+    warmup, settle_s = rounds.warmup, rounds.settle_s
+    timed = balanced_rounds(rounds.timed, len(labels))
+    samples: dict[str, dict[str, list[float]]] = {c: {s.name: [] for s in scenarios}
+                                                  for c in labels}
+    plan = orders(labels, warmup) + orders(labels, timed)
+    for r, order in enumerate(plan):
+        tag = f"warm-up {r + 1}/{warmup}" if r < warmup else f"round {r - warmup + 1}/{timed}"
+        for s in scenarios:
+            for label in order:
+                if progress is not None:
+                    progress.set_postfix_str(f"{tag} {s.name} {label}")
+                if settle_s:
+                    time.sleep(settle_s)
+                dt = call(label, s, r >= warmup)
+                if r >= warmup:
+                    samples[label][s.name].append(dt)
+                if progress is not None:
+                    progress.update(1)
+    return samples

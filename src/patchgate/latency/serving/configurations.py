@@ -1,0 +1,153 @@
+"""The serving set's configurations: one SGLang server per distinct patch set.
+
+:class:`ServingConfigurations` is the run's
+:class:`~patchgate.engines.configurations.Configurations` with servers for engines
+(:mod:`.server`), started one after the other with an equal share of the GPU's memory;
+it times rounds of ``sglang.bench_serving`` (:mod:`.bench`) in the rotating order of
+:func:`patchgate.latency.measure.interleave`, keeps every run's TTFT/ITL, and profiles
+one run under SGLang's profiler for ``--explain``. A :class:`Launcher` says how a
+server is started and a benchmark run: SGLang's by default, the tests' fake server and
+bench client otherwise.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ...engines.configurations import Configurations
+from ...engines.profiling import sglang_traces, trace_tables
+from ...engines.sglang import known_server_args
+from ...errors import PatchgateError
+from ..measure import Rounds, interleave
+from . import bench, server
+
+# Forward steps one --explain profile covers (SGLang stops its profiler after them):
+# the same first steps on both sides (bench_serving's warm-up request, then the
+# dataset), and a trace of tens of MB instead of every step of the run.
+PROFILE_STEPS = 128
+
+
+def sglang_server(profile, patches, port: int, share: float) -> list[str]:
+    return server.launch_command(profile, patches, port, share, known_server_args())
+
+
+def sglang_bench(srv: server.Server, scenario, profile, output_file: Path) -> list[str]:
+    model = profile.model_path()
+    return bench.bench_command(srv.url, scenario, (str(model), str(server.tokenizer_path(model))),
+                               profile.seed, output_file)
+
+
+@dataclass
+class Launcher:
+    """How a server is started and a benchmark run: SGLang's by default; the tests give
+    commands of their own."""
+
+    server: Callable = sglang_server  # (profile, patches, port, share) -> command
+    bench: Callable = sglang_bench  # (server, scenario, profile, output_file) -> command
+    env: dict[str, str] = field(default_factory=dict)  # added to the servers' environment
+    grace_s: float = 15.0  # SIGTERM to SIGKILL
+
+
+def default_launcher() -> Launcher:
+    """SGLang's server and bench_serving (the tests replace this function)."""
+    return Launcher()
+
+
+class ServingConfigurations(Configurations):
+    """:class:`~patchgate.engines.configurations.Configurations` whose "engines" are
+    servers: the same labels, names and sharing; ``start(labels)`` (re)starts one server
+    per distinct patch set of ``labels`` (all by default), each in fresh processes,
+    and leaves the others running."""
+
+    def __init__(self, profile, sets, say=lambda _: None, launcher: Launcher | None = None,
+                 folder: Path | None = None):
+        super().__init__(profile, sets, say)
+        self.launcher = launcher or default_launcher()
+        self.folder = Path(folder or tempfile.mkdtemp(prefix="patchgate-serving-"))
+        self.results: dict[str, dict[str, list[bench.BenchResult]]] = {}
+
+    def start(self, labels: tuple[str, ...] | None = None) -> None:
+        keys = {self.keys[lb] for lb in (labels or self.labels)}
+        for key in keys:
+            srv = self._engines.pop(key, None)
+            if srv is not None:
+                srv.close()
+        self.starts += 1
+        names = self.names()
+        for i, name in enumerate(names):
+            label = name.split("+")[0]
+            if self.keys[label] not in keys:
+                continue
+            patches = [p for p in self.sets[label] if p.applies_to("sglang")]
+            again = " (fresh)" if self.starts > 1 else ""
+            self._say(f"starting server {i + 1}/{len(names)} for {name} "
+                      f"({len(patches)} patches){again}")
+            folder = self.folder / f"{label}-{self.starts}"
+            folder.mkdir(parents=True, exist_ok=True)
+            port = server.free_port()
+            env = server.hook_environment(self.profile, patches, label, folder) | \
+                self.launcher.env
+            command = self.launcher.server(self.profile, patches, port, 1 / len(names))
+            srv = server.Server(name, patches, command, env, port, server.Limits(
+                self.profile.serving.startup_timeout_s, self.launcher.grace_s, folder))
+            self._engines[self.keys[label]] = srv
+            srv.start()
+            srv.wait_ready()  # one at a time: each sizes its memory from what is free
+
+    def cleanup(self) -> None:
+        self.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __exit__(self, *exc) -> None:
+        self.cleanup()
+
+    def timer(self, servers, scenarios, rounds: Rounds, progress=None):
+        """:func:`patchgate.latency.measure.measure` for servers: per round and scenario,
+        each server flushed and benchmarked once, the order rotating; ``{name: {scenario:
+        [duration seconds]}}``, warm-up rounds thrown away, every run's metrics kept."""
+        def call(name, s, timed):
+            result = self.bench(servers[name], s)
+            if timed:
+                self.results.setdefault(name, {}).setdefault(s.name, []).append(result)
+            return result.duration_s
+
+        return interleave(list(servers), scenarios, rounds, call, progress)
+
+    def bench(self, srv: server.Server, scenario) -> bench.BenchResult:
+        """One bench_serving run of ``scenario`` against ``srv``, the cache flushed first."""
+        srv.flush_cache()
+        out = srv.folder / f"bench-{scenario.name}.jsonl"
+        cmd = self.launcher.bench(srv, scenario, self.profile, out)
+        return bench.run_bench(cmd, scenario, bench.Run(
+            out, srv.describe(), self.profile.serving.bench_timeout_s,
+            srv.folder / "bench.log"))
+
+    def profile_one(self, label: str, scenario, folder: Path) -> dict:
+        """One run of ``scenario`` on ``label``'s server under SGLang's profiler
+        (``--explain``; not a sample): the GPU kernel table and the trace files."""
+        srv = self.engine(label)
+        folder = Path(folder).resolve()
+        folder.mkdir(parents=True, exist_ok=True)
+        since = time.time()
+        srv.post("/start_profile", {"output_dir": str(folder), "activities": ["CPU", "GPU"],
+                                    "num_steps": PROFILE_STEPS})
+        try:
+            result = self.bench(srv, scenario)
+        finally:
+            # after num_steps the profiler has stopped itself; an answer other than 200
+            # here says so and is no error
+            srv.request("/stop_profile")
+        traces = sglang_traces(folder, since)
+        if not traces:
+            raise PatchgateError(f"SGLang server for {srv.describe()}: its profiler wrote no "
+                                 f"trace into {folder}",
+                                 hint="see the server's log; SGLang writes the trace after "
+                                 "/stop_profile")
+        tables = trace_tables(traces)
+        return {"tables": tables, "wall_s": dict.fromkeys(tables, result.duration_s),
+                "files": [p.relative_to(folder).as_posix() for p in traces]}

@@ -1,0 +1,329 @@
+"""``patchgate calibrate``: the gate's latency error rates, measured on this runner.
+
+A false-alarm rate and a power are measurements, not design figures. Calibration
+runs the latency phase of the gate (:mod:`patchgate.latency.looks`: the same looks,
+Holm, pooled score and fresh-process confirmation as a real run) many times on
+planted patches (:mod:`patchgate.tools.planted`) whose truth is known:
+
+- A/A: a patch that changes nothing; a rejection is a false alarm;
+- slowdowns of 2, 5 and 10 % (by default) of every forward pass; a rejection is a
+  catch, and the share caught is the power at that size.
+
+Runs of each kind are interleaved (A/A, 2 %, 5 %, 10 %, A/A, ...), so a drift of the
+machine falls on all kinds alike, and each run starts its engines afresh, as a gate
+run does. The accuracy guard is not run: the planted patches do not change outputs.
+Each configuration is compared with the unpatched model (two configurations per
+run; a real run with accepted patches has three).
+
+The result goes to ``baselines/<profile>/calibration.json`` (atomically, at the end;
+an interrupted calibration writes nothing). Reports quote it: "on this runner:
+0/20 false alarms, 19/20 caught at 5 %". Each run also records the width of the
+paired interval of every scenario beside the unpaired one on the same samples
+(:func:`patchgate.stats.shift_interval`): the gain of pairing, measured.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from .. import files, stats
+from ..engines.configurations import Configurations
+from ..errors import PatchgateError
+from ..latency import decide, looks
+from ..latency.measure import balanced_rounds
+from ..patches import discover
+from ..store import baselines, environment
+from ..store.calibration import KIND, SCHEMA_VERSION, load
+from ..verdict.judge import latency_status
+from . import planted
+
+
+def _kinds(slowdowns: list[float]) -> list[float]:
+    return [0.0, *slowdowns]
+
+
+def _label(fraction: float) -> str:
+    return "A/A" if fraction == 0 else f"{100 * fraction:g} %"
+
+
+def _patches(folder: Path, fraction: float, engine: str):
+    sub = folder / ("neutral" if fraction == 0 else f"slow-{100 * fraction:g}")
+    if fraction == 0:
+        planted.neutral(sub)
+    else:
+        planted.slowdown(sub, fraction, engine)
+    return discover(sub)
+
+
+def one_run(prof, patches, reporter) -> dict:
+    """One latency phase of the candidate ``patches`` against the unpatched model:
+    whether the gate would reject it (:func:`patchgate.verdict.judge.latency_status`,
+    the verdict's own latency rule), and what it measured."""
+    t0 = time.perf_counter()
+    sets = {"candidate": patches, "current": [], "reference": []}
+    with Configurations(prof, sets, lambda _s: None) as configs:
+        configs.start()
+        result = looks.run(configs, prof, reporter)
+    slower = [item for item in result.decisions["current"]
+              if result.final("current", item) == stats.SLOWER]
+    first = result.decisions["current"]
+    widths = {}
+    a = result.alpha_look
+    k = balanced_rounds(prof.rounds, 2)  # the first look's rounds (two configurations)
+    for s in result.scenarios:
+        c, b = result.samples["candidate"][s.name], result.samples["current"][s.name]
+        paired = stats.hodges_lehmann(stats.log_ratios(c[:k], b[:k]), a)
+        _, lo, hi = stats.shift_interval(c[:k], b[:k], a)
+        widths[s.name] = {"paired": _finite(paired.high - paired.low),
+                          "unpaired": _finite(hi - lo)}
+    return {
+        "rejected": latency_status(result) == "rejected", "slower": slower,
+        "score_ratio": first[decide.SCORE].comparison.ratio,
+        "ratios": {s.name: first[s.name].comparison.ratio for s in result.scenarios},
+        "outcomes": {item: result.final("current", item) for item in first},
+        "looks": result.looks, "confirm_looks": result.confirm_looks,
+        "ci_widths": widths, "wall_s": round(time.perf_counter() - t0, 1),
+    }
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def summarize(runs: list[dict], slowdowns: list[float]) -> dict:
+    """Rates with exact 95 % intervals per kind, wall time, and the pairing gain."""
+    out: dict = {"kinds": {}}
+    for fraction in _kinds(slowdowns):
+        mine = [r for r in runs if r["planted"] == fraction]
+        if not mine:
+            continue
+        k = sum(r["rejected"] for r in mine)
+        r = stats.rate(k, len(mine))
+        out["kinds"][_label(fraction)] = {
+            "planted": fraction, "rejected": k, "runs": len(mine), "rate": r.rate,
+            "low": r.low, "high": r.high,
+            "median_score_ratio": stats.median([x["score_ratio"] for x in mine])}
+    walls = [r["wall_s"] for r in runs]
+    out["wall_s_median"] = stats.median(walls) if walls else None
+    gains = {}
+    for name in (runs[0]["ci_widths"] if runs else {}):
+        ratios = [r["ci_widths"][name]["unpaired"] / r["ci_widths"][name]["paired"]
+                  for r in runs if r["ci_widths"][name]["paired"]
+                  and r["ci_widths"][name]["unpaired"] is not None]
+        if ratios:
+            gains[name] = stats.median(ratios)
+    out["unpaired_over_paired_ci_width"] = gains
+    return out
+
+
+def _settings(prof) -> dict:
+    th = prof.thresholds
+    return {"rounds": prof.rounds, "max_looks": prof.max_looks, "threshold": th.latency,
+            "alpha": th.alpha, "confirm": prof.confirm, "settle_s": prof.settle_s}
+
+
+def _previous(target: Path, prof, env: dict) -> list[dict]:
+    """The runs of an earlier calibration to add to (``--append``): same profile,
+    settings and machine, or an error saying which differs."""
+    doc = load(target)
+    if doc is None:
+        return []
+    hint = f"calibrate without --append (replaces {target}), or with the same settings"
+    if doc["profile"] != prof.name:
+        raise PatchgateError(f"{target}: calibrated for profile {doc['profile']!r}", hint=hint)
+    if doc.get("settings") != _settings(prof):
+        raise PatchgateError(f"{target}: other settings {doc.get('settings')} than now "
+                             f"{_settings(prof)}", hint=hint)
+    differs = environment.same_environment(doc.get("environment") or {}, env)
+    if differs:
+        raise PatchgateError(f"{target}: measured in another environment ({', '.join(differs)})",
+                             hint=hint)
+    return list(doc.get("runs") or [])
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to calibrate: ``runs`` of each kind (A/A and each planted ``slowdowns``
+    fraction), where the file goes (``out``; None: the profile's calibration file), and
+    whether to add to the runs already there (``append``: a calibration spread over
+    several sessions, as GPU leases are)."""
+
+    runs: int
+    slowdowns: tuple[float, ...]
+    out: Path | None = None
+    append: bool = False
+
+
+def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
+    """Run the calibration and write its file; returns the document."""
+    runs, slowdowns, out, append = plan.runs, list(plan.slowdowns), plan.out, plan.append
+    if runs < 1:
+        raise PatchgateError("--runs must be at least 1", hint="20 gives a useful interval")
+    if any(not 0 < f < 1 for f in slowdowns):
+        raise PatchgateError(f"slowdowns must be fractions in (0, 1), got {slowdowns}",
+                             hint="e.g. --slowdowns 0.02,0.05,0.1")
+    store = baselines.BaselineStore(baselines_dir, prof.name)
+    target = out or store.calibration_path()
+    env = environment.fingerprint(prof.engine, prof.device)
+    earlier = _previous(target, prof, env) if append else []
+    records: list[dict] = []
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="patchgate-calibrate-") as tmp:
+        order = [(i, f) for i in range(runs) for f in _kinds(slowdowns)]
+        for n, (i, fraction) in enumerate(order, 1):
+            patches = _patches(Path(tmp), fraction, prof.engine)
+            rec = one_run(prof, patches, _Quiet(reporter))
+            rec |= {"planted": fraction, "run": i}
+            records.append(rec)
+            kind = [r for r in records if r["planted"] == fraction]
+            reporter.say(f"calibrate {n}/{len(order)} {_label(fraction)}: "
+                f"{'rejected' if rec['rejected'] else 'accepted'} "
+                f"(score ratio {rec['score_ratio']:.3f}, {rec['looks']} look(s), "
+                f"{rec['wall_s']:.0f} s); {_label(fraction)} so far "
+                f"{sum(r['rejected'] for r in kind)}/{len(kind)} rejected")
+    records = earlier + records
+    kinds = sorted({r["planted"] for r in records} - {0.0})
+    doc = {
+        "schema_version": SCHEMA_VERSION, "kind": KIND, "profile": prof.name,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "commit": baselines.git_commit(Path(baselines_dir).parent),
+        "environment": env,
+        "settings": _settings(prof),
+        "wall_s": round(time.perf_counter() - t0, 1),
+        "summary": summarize(records, kinds),
+        "runs": records,
+    }
+    files.atomic_write_json(target, doc)
+    return doc
+
+
+class _Quiet:
+    """A run's reporter inside a calibration: its bars, none of its step lines."""
+
+    def __init__(self, reporter):
+        self.progress = reporter.progress
+
+    def say(self, text: str) -> None:
+        pass
+
+    def phase(self, key: str, text: str | None = None) -> None:
+        pass
+
+
+def stored_pairing_gain(store: baselines.BaselineStore, a: float = 0.025) -> dict[str, dict]:
+    """The paired and the unpaired interval widths (log scale, 1 - 2a) on the samples
+    stored in ``reference.json`` and ``current.json`` (one run's side-by-side rounds,
+    compared round by round over the rounds both have). Nothing is measured."""
+    ref, cur = store.load("reference"), store.load("current")
+    if ref is None or cur is None:
+        raise PatchgateError(f"no reference.json and current.json under "
+                             f"{store.root / store.profile}",
+                             hint="accept a change first, or calibrate by measuring")
+    out = {}
+    for name, r in ref["scenarios"].items():
+        c = (cur["scenarios"].get(name) or {}).get("samples_s")
+        if not c:
+            continue
+        k = min(len(c), len(r["samples_s"]))
+        x, y = c[:k], r["samples_s"][:k]
+        if x == y:
+            raise PatchgateError(f"{store.profile}: current and reference are the same "
+                                 "configuration (identical samples): nothing to compare",
+                                 hint="use a profile whose current baseline has patches")
+        paired = stats.hodges_lehmann(stats.log_ratios(x, y), a)
+        _, lo, hi = stats.shift_interval(x, y, a)
+        out[name] = {"rounds": k, "paired": paired.high - paired.low, "unpaired": hi - lo,
+                     "gain": (hi - lo) / (paired.high - paired.low)}
+    return out
+
+
+def render(doc: dict) -> str:
+    """The calibration summary as text (terminal, docs)."""
+    from tabulate import tabulate
+
+    rows = [[label, f"{k['rejected']}/{k['runs']}", f"{100 * k['rate']:.0f} %",
+             f"{100 * k['low']:.0f}-{100 * k['high']:.0f} %",
+             f"{k['median_score_ratio']:.3f}"]
+            for label, k in sorted(doc["summary"]["kinds"].items(),
+                                   key=lambda kv: kv[1]["planted"])]
+    s = doc["settings"]
+    lines = [f"profile {doc['profile']}: {s['rounds']} rounds a look, up to {s['max_looks']} "
+             f"looks, threshold {100 * s['threshold']:g} %, alpha {s['alpha']}, "
+             f"confirmation {'on' if s['confirm'] else 'off'}",
+             tabulate(rows, headers=["planted", "rejected", "rate", "95 % CI",
+                                     "median score ratio"], tablefmt="github",
+                      disable_numparse=True)]
+    gains = doc["summary"].get("unpaired_over_paired_ci_width") or {}
+    if gains:
+        lines.append("unpaired / paired CI width (median over runs): " + ", ".join(
+            f"{name} {g:.2f}x" for name, g in gains.items()))
+    if doc["summary"].get("wall_s_median") is not None:
+        lines.append(f"median wall time of one run's latency phase: "
+                     f"{doc['summary']['wall_s_median']:.0f} s; calibration {doc['wall_s']:.0f} s")
+    return "\n".join(lines)
+
+
+def add_command(sub, root: Path) -> None:
+    """``patchgate calibrate``."""
+    c = sub.add_parser("calibrate", help="measure the gate's latency error rates on this "
+                       "machine: A/A runs and planted slowdowns")
+    c.add_argument("--profile", default="default", help="profile name (see `patchgate profiles`)")
+    c.add_argument("--runs", type=int, default=20, help="runs of each kind (default: 20)")
+    c.add_argument("--slowdowns", default="0.02,0.05,0.1",
+                   help="planted slowdowns, comma-separated fractions (default: 0.02,0.05,0.1)")
+    c.add_argument("--baselines", type=Path, default=root / "baselines",
+                   help="folder of stored results; the result goes to "
+                   "<baselines>/<profile>/calibration.json")
+    c.add_argument("--out", type=Path, help="write the calibration here instead")
+    c.add_argument("--rounds", type=int, help="timed rounds per look (profile default)")
+    c.add_argument("--append", action="store_true",
+                   help="add the runs to the calibration file's (same profile, settings and "
+                   "machine): a calibration spread over several sessions")
+    c.add_argument("--stored", action="store_true",
+                   help="measure nothing: the paired and unpaired interval widths of the "
+                   "samples stored in <baselines>/<profile>/{reference,current}.json")
+    c.add_argument("--quiet", action="store_true", help="no progress bars or lines")
+    c.set_defaults(handler=handle)
+
+
+def handle(args) -> int:
+    from ..profile import get_profile
+    from ..report.console import Reporter
+
+    profile = get_profile(args.profile)
+    if args.stored:
+        return _stored_gain(args)
+    if args.rounds is not None:
+        if args.rounds < 2:
+            raise PatchgateError("--rounds must be at least 2", hint="use 5 or more")
+        profile = profile.with_overrides(rounds=args.rounds)
+    try:
+        slowdowns = tuple(float(x) for x in args.slowdowns.split(",") if x.strip())
+    except ValueError:
+        raise PatchgateError(f"--slowdowns {args.slowdowns!r}: not comma-separated numbers",
+                             hint="e.g. --slowdowns 0.02,0.05,0.1") from None
+    reporter = Reporter(quiet=args.quiet)
+    reporter.say(f"calibrating {profile.name}: {args.runs} runs x {1 + len(slowdowns)} kinds "
+                 "(A/A and planted slowdowns), each the latency phase of a gate run; nothing "
+                 "is written until the end")
+    doc = calibrate(profile, args.baselines, Plan(args.runs, slowdowns, args.out, args.append),
+                    reporter)
+    print(render(doc))
+    return 0
+
+
+def _stored_gain(args) -> int:
+    from tabulate import tabulate
+
+    gains = stored_pairing_gain(baselines.BaselineStore(args.baselines, args.profile))
+    print(tabulate([[n, g["rounds"], f"{100 * g['paired']:.2f} %",
+                     f"{100 * g['unpaired']:.2f} %", f"{g['gain']:.2f}x"]
+                    for n, g in gains.items()],
+                   headers=["scenario", "rounds", "paired 95 % CI width (log)",
+                            "unpaired", "unpaired / paired"], disable_numparse=True))
+    return 0

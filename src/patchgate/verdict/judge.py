@@ -1,0 +1,287 @@
+"""Checks and score: measurements in, the judgement out (no I/O, no printing).
+
+- accuracy: candidate vs the reference (the unpatched model), paired on items;
+  rejected below ``thresholds.accuracy_reject`` (0.99) of the reference;
+- latency: candidate vs the current baseline, from paired rounds
+  (:mod:`patchgate.latency.looks`, :mod:`patchgate.latency.decide`): rejected if a scenario or the
+  pooled score is *slower* (significant after Holm AND beyond ``thresholds.latency``)
+  in the first engine processes and again in fresh ones; also rejected if the score
+  is slower than the fastest accepted state's (``best``), so a chain of small
+  slowdowns cannot pass one by one;
+- score: S1, S8, Sinf = 100 x geometric mean over {prefill, decode} of
+  reference time / candidate time at batch 1, 8 and the largest batch;
+  score = (0.4 S1 + 0.3 S8 + 0.3 Sinf) x C.
+
+:func:`judge` gives the checks, reasons and score; the document around them is put
+together once by :func:`patchgate.verdict.document.assemble`. :func:`latency_status`
+is the latency part alone, what calibration asks of every planted run.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .. import stats
+from ..latency import decide
+from ..latency.looks import LatencyResult
+from ..stats.score import batch_keys
+from .document import Confirmation, Latency, Pooled, Row
+
+MARKS = {stats.SLOWER: "+", stats.FASTER: "-", stats.EQUIVALENT: "=", stats.UNDECIDED: "~"}
+
+
+def _num(x: float) -> float | None:
+    """JSON has no infinity: an unbounded interval end or an undetectable change is null."""
+    return x if math.isfinite(x) else None
+
+
+def _confirmation(lat: LatencyResult, comp: str, item: str) -> Confirmation | None:
+    d = lat.confirmation.get(comp, {}).get(item)
+    if d is None:
+        return None
+    c = d.comparison
+    return {"ratio": c.ratio, "ci_low": _num(c.ci_low), "ci_high": _num(c.ci_high),
+            "p_value": c.p_slower, "outcome": d.outcome, "rounds": c.n}
+
+
+def _final(lat: LatencyResult, comp: str, item: str) -> str:
+    out = lat.final(comp, item)
+    return stats.UNDECIDED if out == "unconfirmed" else out
+
+
+def rows(lat: LatencyResult) -> list[Row]:
+    """One :class:`Row` per scenario, candidate vs the current baseline."""
+    out: list[Row] = []
+    for s in lat.scenarios:
+        d = lat.decisions["current"][s.name]
+        c = d.comparison
+        final = _final(lat, "current", s.name)
+        cand = lat.samples["candidate"][s.name]
+        out.append(s.record() | {
+            "median_s": stats.median(cand),
+            "baseline_median_s": stats.median(lat.samples["current"][s.name]),
+            "reference_median_s": stats.median(lat.samples["reference"][s.name]),
+            "ratio": c.ratio, "ci_low": _num(c.ci_low), "ci_high": _num(c.ci_high),
+            "p_value": c.p_slower, "alpha": d.alpha, "outcome": final,
+            "mark": MARKS[final], "regressed": final == stats.SLOWER,
+            "improved": final == stats.FASTER, "detectable": _num(c.detectable),
+            "rounds": len(cand), "looks": d.look,
+            "confirmation": _confirmation(lat, "current", s.name)})
+    return out
+
+
+def pooled(lat: LatencyResult, comp: str) -> Pooled | None:
+    """The score item against ``comp`` ("current" or "best"); None if not compared."""
+    d = lat.decisions.get(comp, {}).get(decide.SCORE)
+    if d is None:
+        return None
+    c = d.comparison
+    return {"against": comp, "ratio": c.ratio, "ci_low": _num(c.ci_low),
+            "ci_high": _num(c.ci_high), "p_value": c.p_slower,
+            "outcome": _final(lat, comp, decide.SCORE), "score_change": 1 / c.ratio - 1,
+            "detectable": _num(c.detectable), "rounds": c.n,
+            "confirmation": _confirmation(lat, comp, decide.SCORE)}
+
+
+def latency_block(lat: LatencyResult, profile) -> Latency:
+    score = pooled(lat, "current")
+    assert score is not None
+    return {"threshold": profile.thresholds.latency, "alpha": profile.thresholds.alpha,
+            "alpha_look": lat.alpha_look, "max_looks": lat.max_looks, "looks": lat.looks,
+            "confirm_looks": lat.confirm_looks, "pairing": "by round",
+            "weights": lat.weights, "score": score, "best": pooled(lat, "best")}
+
+
+def speed_scores(rows: list[Row], batch_sizes: tuple[int, ...]) -> dict[str, float]:
+    """S per batch size: keys "1", "8", "inf" (the largest batch stands for unlimited)."""
+    out = {}
+    for b, key in batch_keys(batch_sizes).items():
+        sel = [r for r in rows if r["batch_size"] == b]
+        out[key] = stats.speed_score([r["reference_median_s"] for r in sel],
+                                     [r["median_s"] for r in sel])
+    return out
+
+
+FLIPS_KEPT = 20  # flipped items in the verdict; all of them go to the flips file
+CLIP = 300  # characters of a flipped item's texts in the verdict (a prompt's end)
+
+
+def accuracy_block(reference_items: list[float], candidate_items: list[float],
+                   reference: dict, candidate: dict, profile,
+                   flips: list[dict] | None = None) -> dict:
+    """Paired accuracy vs the reference. ``per_task``: each task's primary metric and
+    filter (what the rule reads) and ``others`` (the other filters and metrics, shown,
+    not judged). ``flips``: the first FLIPS_KEPT items judged right in one run and
+    wrong in the other (both outputs, the target, the prompt's end); ``flips_total``
+    counts them all."""
+    cmp = stats.compare_accuracy(reference_items, candidate_items, seed=profile.seed)
+    per_task = {}
+    for t, r in sorted(reference["tasks"].items()):
+        c = candidate["tasks"][t]
+        theirs = {(o["metric"], o["filter"]): o["value"] for o in c.get("others", [])}
+        per_task[t] = {
+            "metric": r["metric"], "filter": r.get("filter", "none"), "reference": r["value"],
+            "candidate": c["value"], "ratio": (c["value"] / r["value"]) if r["value"] else 1.0,
+            "others": [{"metric": o["metric"], "filter": o["filter"], "reference": o["value"],
+                        "candidate": theirs[(o["metric"], o["filter"])]}
+                       for o in r.get("others", []) if (o["metric"], o["filter"]) in theirs]}
+    th = profile.thresholds
+    kept = [{k: _clip(v, tail=k == "prompt") for k, v in f.items()}
+            for f in (flips or [])[:FLIPS_KEPT]]
+    return {
+        "reference": cmp.reference, "candidate": cmp.candidate, "ratio": cmp.ratio,
+        "ci_low": cmp.ci_low, "ci_high": cmp.ci_high,
+        "flipped_to_wrong": cmp.flipped_to_wrong, "flipped_to_right": cmp.flipped_to_right,
+        "p_value": cmp.p_value, "n": cmp.n, "per_task": per_task,
+        "C": stats.correctness_coefficient(cmp.ratio, th.c_low, th.c_high),
+        "threshold": th.accuracy_reject,
+        "flips": kept, "flips_total": len(flips or []),
+    }
+
+
+def _clip(text, tail: bool = False):
+    """A long text cut to CLIP characters: a prompt's end, an output's start."""
+    if not isinstance(text, str) or len(text) <= CLIP:
+        return text
+    return "..." + text[-CLIP:] if tail else text[:CLIP] + "..."
+
+
+def task_notes(accuracy: dict, limit: float) -> list[str]:
+    """Tasks that fell below ``limit`` of the reference although the rule, which holds
+    the suite's mean, may pass: worth a look, not a rejection (a task of 100 items
+    moves by 1 % per item)."""
+    return [f"task {t} is at {100 * v['ratio']:.2f} % of the reference "
+            f"({v['candidate']:.3f} vs {v['reference']:.3f}); the {100 * limit:.0f} % rule "
+            "applies to the mean over the tasks"
+            for t, v in sorted(accuracy.get("per_task", {}).items()) if v["ratio"] < limit]
+
+
+def _again(c: Confirmation | None) -> str:
+    if not c:
+        return ""
+    return (f"; again in fresh engine processes: {100 * (c['ratio'] - 1):+.1f} %, "
+            f"p={c['p_value']:.2g}")
+
+
+def _interval(x: dict) -> str:
+    lo, hi = x.get("ci_low"), x.get("ci_high")
+    lo_s = "0" if lo is None else f"{lo:.3f}"
+    return f"{lo_s}-{hi:.3f}" if hi is not None else f"above {lo_s}"
+
+
+_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+          "ten", "eleven", "twelve")
+
+
+def together(n: int) -> str:
+    """How the pooled score item names the scenarios it pools: "the six scenarios
+    together" (the static set), "the three scenarios together" (serving)."""
+    return f"the {_WORDS[n] if n < len(_WORDS) else n} scenarios together"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * (x - 1):+.1f} %"
+
+
+def latency_reasons(scenario_rows: list[Row], block: Latency, compared_with: str
+                    ) -> list[str]:
+    """One sentence per latency check that failed."""
+    th = block["threshold"]
+    out = []
+    score = block["score"]
+    if score["outcome"] == stats.SLOWER:
+        out.append(
+            f"the score is {-100 * score['score_change']:.1f} % lower than the "
+            f"{compared_with}'s: {together(len(scenario_rows))} are {_pct(score['ratio'])} "
+            f"slower (score-weighted, paired by round; {100 * (1 - 2 * block['alpha_look']):.1f}"
+            f" % CI {_interval(score)}, p={score['p_value']:.2g})"
+            f", beyond the {100 * th:g} % threshold{_again(score['confirmation'])}")
+    for r in scenario_rows:
+        if r["regressed"]:
+            out.append(
+                f"{r['name']} is {100 * (r['ratio'] - 1):.1f} % slower than the "
+                f"{compared_with} ({1000 * r['median_s']:.2f} ms vs "
+                f"{1000 * r['baseline_median_s']:.2f} ms, p={r['p_value']:.2g}, "
+                f"{100 * (1 - 2 * r['alpha']):.1f} % CI of the ratio "
+                f"{_interval(r)}), beyond the {100 * th:g} % "
+                f"threshold{_again(r['confirmation'])}")
+    best = block["best"]
+    if best and best["outcome"] == stats.SLOWER:
+        out.append(
+            f"the score is {-100 * best['score_change']:.1f} % lower than the fastest "
+            f"accepted state's ({_pct(best['ratio'])} slower, CI {_interval(best)}): "
+            f"small slowdowns have added up beyond the "
+            f"{100 * th:g} % threshold{_again(best['confirmation'])}")
+    return out
+
+
+def judge(profile, lat: LatencyResult, accuracy: dict, *, compared_with: str,
+          allow_slower: str | None = None) -> dict:
+    """The judgement: accepted unless accuracy or a latency check fails; reasons in
+    words; S, C and the score. ``allow_slower`` (a maintainer's reason) lets the latency
+    checks pass: what they found is kept under ``allowed_slower``, never the accuracy
+    rule. :func:`patchgate.verdict.document.assemble` makes the document of it."""
+    th = profile.thresholds
+    reasons = []
+    if accuracy["ratio"] < th.accuracy_reject:
+        reasons.append(
+            f"accuracy is {100 * accuracy['ratio']:.1f} % of the reference "
+            f"({accuracy['candidate']:.4f} vs {accuracy['reference']:.4f}; "
+            f"{accuracy['flipped_to_wrong']} items right->wrong, "
+            f"{accuracy['flipped_to_right']} wrong->right, McNemar p={accuracy['p_value']:.3g})"
+            f", below the {100 * th.accuracy_reject:.0f} % limit")
+    scenario_rows = rows(lat)
+    block = latency_block(lat, profile)
+    slow = latency_reasons(scenario_rows, block, compared_with)
+    allowed = None
+    if allow_slower is not None:
+        allowed = {"reason": allow_slower, "slowdowns": slow}
+    else:
+        reasons += slow
+    s = speed_scores(scenario_rows, lat.batch_sizes or profile.batch_sizes)
+    c = accuracy["C"]
+    out = {
+        "verdict": "rejected" if reasons else "accepted",
+        "reasons": reasons,
+        "score": stats.score(s["1"], s["8"], s["inf"], c),
+        "S": s,
+        "C": c,
+        "accuracy": accuracy,
+        "scenarios": scenario_rows,
+        "latency": block,
+    }
+    if allowed is not None:
+        out["allowed_slower"] = allowed
+    return out
+
+
+def latency_status(lat: LatencyResult, comparison: str = "current") -> str:
+    """The latency part of the verdict alone, against ``comparison``: "rejected" when an
+    item ends slower (confirmed in fresh processes), else "accepted"."""
+    decisions = lat.decisions.get(comparison, {})
+    if any(lat.final(comparison, item) == stats.SLOWER for item in decisions):
+        return "rejected"
+    return "accepted"
+
+
+def latency_notes(lat: LatencyResult) -> list[str]:
+    """Sentences about the latency result beside its checks: where the first processes
+    and the fresh ones disagreed, and a candidate compared with itself."""
+    out = []
+    for comp, decisions in lat.decisions.items():
+        for item, d in decisions.items():
+            if lat.final(comp, item) != "unconfirmed":
+                continue
+            again = lat.confirmation.get(comp, {}).get(item)
+            what = "" if again is None else (
+                f" but {100 * (again.comparison.ratio - 1):+.1f} % in fresh ones "
+                f"({again.outcome}, p={again.comparison.p_slower:.2g})")
+            against = "the fastest accepted state" if comp == "best" else "the current baseline"
+            out.append(
+                f"{item} vs {against}: {100 * (d.comparison.ratio - 1):+.1f} % in the first "
+                f"engine processes (p={d.comparison.p_slower:.2g}){what}: not confirmed, "
+                "not counted as a slowdown")
+    if lat.same_as_current:
+        out.append("the candidate is the current baseline (no new or changed patches): "
+                   "its latency is compared with itself")
+    return out

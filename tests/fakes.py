@@ -1,0 +1,68 @@
+"""Fake engines for unit tests of the pipeline's plumbing: no model, exact times.
+
+A :class:`FakeEngine` answers ``timed_generate`` with a time of its own, from its
+patches' names: a patch named ``*-slow-NN.py`` makes every call NN % slower, a
+``*-faster-NN.py`` NN % faster. Each instance draws a tiny jitter from its label, so
+paired rounds are not all ties. :func:`use_fake_engines` makes the registry build them.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+
+BASE_S = 0.010
+
+
+def factor(patches) -> float:
+    f = 1.0
+    for p in patches:
+        m = re.search(r"-(slow|faster)-(\d+)", p.name)
+        if m:
+            f *= 1 + int(m.group(2)) / 100 * (1 if m.group(1) == "slow" else -1)
+    return f
+
+
+class FakeEngine:
+    name = "fake"
+    vocab_size = 100
+    tokenizer = None
+    built: list[FakeEngine] = []
+
+    def __init__(self, profile, patches, label, share=1.0):
+        self.profile, self.patches, self.label, self.share = profile, list(patches), label, share
+        self.factor = factor(patches)
+        self.closed = False
+        self.calls = 0
+        self._rng = random.Random(f"{label}:{len(FakeEngine.built)}")
+        FakeEngine.built.append(self)
+
+    def ready(self):
+        return self
+
+    def timed_generate(self, batch, max_new_tokens) -> float:
+        self.calls += 1
+        return BASE_S * self.factor * (1 + 0.002 * self._rng.random())
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def use_fake_engines(monkeypatch) -> list[FakeEngine]:
+    """Every engine the run starts is a :class:`FakeEngine`; returns the list of those
+    built (in order)."""
+    from patchgate.engines import factory
+
+    FakeEngine.built = []
+    monkeypatch.setattr(factory, "start",
+                        lambda profile, patches, label, share=1.0:
+                        FakeEngine(profile, patches, label, share))
+    return FakeEngine.built
+
+
+def write_patch(folder: Path, name: str) -> Path:
+    """A patch file that does nothing (its name tells a FakeEngine how fast it is)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(f'"""{name}."""\n\n\ndef apply(model):\n    return None\n')
+    return folder

@@ -1,0 +1,74 @@
+"""The configurations of a run (patchgate.engines.configurations): one engine per
+distinct patch set, named by the labels that share it; restarts of some labels only."""
+
+from __future__ import annotations
+
+import pytest
+from fakes import use_fake_engines, write_patch
+
+from patchgate.engines.configurations import Configurations
+from patchgate.patches import discover
+from patchgate.profile import get_profile
+
+PROFILE = get_profile("default")
+
+
+@pytest.fixture
+def patches(tmp_path):
+    return discover(write_patch(tmp_path / "p", "0001-slow-10.py"))
+
+
+def test_labels_with_the_same_patches_share_one_engine(monkeypatch, patches, reporter):
+    built = use_fake_engines(monkeypatch)
+    sets = {"candidate": patches, "current": patches, "reference": []}
+    with Configurations(PROFILE, sets, reporter.say) as configs:
+        assert not configs.started
+        configs.ensure_started()
+        configs.ensure_started()  # once
+        assert configs.names() == ["candidate+current", "reference"]
+        assert configs.same("candidate", "current") and not configs.same("candidate",
+                                                                          "reference")
+        assert configs.engine("current") is configs.engine("candidate")
+        assert list(configs.by_name()) == ["candidate+current", "reference"]
+        assert [e.share for e in built] == [0.5, 0.5]
+    assert [e.label for e in built] == ["candidate", "reference"] and all(e.closed for e in built)
+    assert reporter.lines == ["loading engine for candidate+current (1 patches)",
+                              "loading engine for reference (0 patches)"]
+
+
+def test_start_with_labels_restarts_only_those(monkeypatch, patches, reporter):
+    built = use_fake_engines(monkeypatch)
+    sets = {"candidate": patches, "current": [], "reference": []}
+    with Configurations(PROFILE, sets, reporter.say) as configs:
+        configs.start()
+        first_candidate, shared = configs.engine("candidate"), configs.engine("reference")
+        configs.start(("candidate",))
+        assert first_candidate.closed and configs.engine("candidate") is not first_candidate
+        assert configs.engine("reference") is shared and not shared.closed
+    assert len(built) == 3
+    assert reporter.lines[-1] == "loading engine for candidate (1 patches) in fresh processes"
+
+
+def test_a_failing_start_closes_the_engines_already_started(monkeypatch, patches):
+    from patchgate.engines import factory
+    from patchgate.errors import PatchgateError
+
+    built = use_fake_engines(monkeypatch)
+    fake = factory.start
+
+    def start(profile, patches, label, share=1.0):
+        if label == "current":  # the engine of current+reference
+            raise PatchgateError("no engine for you")
+        return fake(profile, patches, label, share)
+
+    monkeypatch.setattr(factory, "start", start)
+    with pytest.raises(PatchgateError, match="no engine"):
+        with Configurations(PROFILE, {"candidate": patches, "current": [],
+                                      "reference": []}) as configs:
+            configs.start()
+    assert [e.closed for e in built] == [True]
+
+
+def test_configurations_need_the_three_labels():
+    with pytest.raises(ValueError, match="candidate, current and reference"):
+        Configurations(PROFILE, {"candidate": [], "reference": []})

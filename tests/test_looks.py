@@ -1,0 +1,109 @@
+"""The latency phase's loop (patchgate.latency.looks) on fake engines of exact speed:
+looks until decided, the confirmation in fresh processes, and what it restarts."""
+
+from __future__ import annotations
+
+import pytest
+from fakes import use_fake_engines, write_patch
+
+from patchgate.engines.configurations import Configurations
+from patchgate.latency import looks
+from patchgate.patches import discover
+from patchgate.profile import get_profile
+
+PROFILE = get_profile("default").with_overrides(rounds=8, warmup=1, max_looks=3, settle_s=0.0)
+
+
+def configurations(tmp_path, candidate: str | None, profile=PROFILE):
+    patches = discover(write_patch(tmp_path / "p", candidate)) if candidate else []
+    return Configurations(profile, {"candidate": patches, "current": [], "reference": []})
+
+
+def test_a_uniform_slowdown_is_decided_by_the_pooled_score_first_and_confirmed(
+        tmp_path, monkeypatch, reporter):
+    built = use_fake_engines(monkeypatch)
+    with configurations(tmp_path, "0001-slow-20.py") as configs:
+        configs.start()
+        result = looks.run(configs, PROFILE, reporter)
+    # 8 rounds: the pooled score decides at once; a scenario alone needs a second look
+    # (its share of alpha is below 2^-8: the run says so in a note)
+    assert result.decisions["current"]["score"].look == 1
+    assert result.looks == 2 and result.confirm_looks == 2
+    assert any("cannot be significant before" in n for n in result.notes)
+    assert result.final("current", "score") == "slower"
+    assert all(result.final("current", s.name) == "slower" for s in result.scenarios)
+    # started twice: candidate and current+reference, then candidate and current again
+    assert [e.label for e in built] == ["candidate", "current", "candidate", "current"]
+    assert all(e.closed for e in built)
+    assert any("measuring again in fresh engine processes" in x for x in reporter.lines)
+
+
+def test_an_equal_candidate_is_equivalent_and_nothing_is_restarted(tmp_path, monkeypatch,
+                                                                   reporter):
+    built = use_fake_engines(monkeypatch)
+    with configurations(tmp_path, "0001-same.py") as configs:
+        configs.start()
+        result = looks.run(configs, PROFILE, reporter)
+    assert result.final("current", "score") == "equivalent"
+    assert result.confirmation == {} and len(built) == 2
+
+
+def test_an_undecided_item_gets_more_looks_up_to_the_budget(tmp_path, monkeypatch, reporter):
+    """A 4 % slowdown against a 5 % threshold with 2 rounds a look: never decidable,
+    so every look is taken, and the samples grow look by look."""
+    prof = PROFILE.with_overrides(rounds=2, max_looks=3)
+    use_fake_engines(monkeypatch)
+    with configurations(tmp_path, "0001-slow-4.py", prof) as configs:
+        configs.start()
+        result = looks.run(configs, prof, reporter)
+    assert result.looks == 3
+    assert len(result.samples["candidate"]["prefill_b1"]) == 6
+    assert len(result.samples["reference"]["prefill_b1"]) == 2  # the first look only
+    assert sum("look 3 of 3" in x for x in reporter.lines) == 1
+
+
+def test_the_candidate_that_is_the_current_baseline_is_not_confirmed(tmp_path, monkeypatch,
+                                                                     reporter):
+    use_fake_engines(monkeypatch)
+    prof = PROFILE
+    with Configurations(prof, {"candidate": [], "current": [], "reference": []}) as configs:
+        configs.start()
+        result = looks.run(configs, prof, reporter)
+    assert result.same_as_current and result.looks == 1 and result.confirmation == {}
+
+
+@pytest.mark.parametrize("kind", ["engines", "servers"])
+def test_a_confirmation_restarts_exactly_the_labels_it_confirms(kind, tmp_path, monkeypatch):
+    """Both kinds of configurations take the labels to restart (the serving set's
+    servers used to restart everything, and took no labels)."""
+    from patchgate.latency.serving.configurations import ServingConfigurations
+
+    calls = []
+
+    class Recording(Configurations if kind == "engines" else ServingConfigurations):
+        def start(self, labels=None):
+            calls.append(labels)
+
+    prof = PROFILE.with_overrides(confirm=True)
+    scen = looks.Schedule.static(prof).scenarios
+    same = {s.name: [1.0 + 0.001 * i for i in range(8)] for s in scen}
+    slow = {s.name: [1.3 + 0.001 * i for i in range(8)] for s in scen}
+    result = looks.judged({"candidate": slow, "current": same, "reference": same}, scen, prof)
+    patches = discover(write_patch(tmp_path / "p", "0001-slow-30.py"))
+    configs = Recording(prof, {"candidate": patches, "current": [], "reference": []})
+    monkeypatch.setattr(configs, "by_name", lambda labels=None: {})
+    looks._confirm(configs, prof, result, ["current"], FakeReporter(),
+                   timer=lambda engines, scenarios, rounds, bar: {
+                       "candidate": {s.name: [1.3] * 8 for s in scenarios},
+                       "current+reference": {s.name: [1.0] * 8 for s in scenarios}})
+    assert calls == [("candidate", "current")]
+
+
+class FakeReporter:
+    def say(self, text):
+        pass
+
+    def progress(self, total, desc):
+        from patchgate.report.console import Silent
+
+        return Silent(total)

@@ -1,0 +1,128 @@
+"""What a finished run writes (patchgate.store.writes): baselines only when accepted
+with --accept, the change-log entry and history line with --accept or --record, the
+verdict and flips files with --json; and the notes saying so, decided beforehand."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fakes import write_patch
+
+from patchgate.latency.looks import judged
+from patchgate.latency.scenarios import make_scenarios
+from patchgate.patches import discover
+from patchgate.profile import get_profile
+from patchgate.store import flips, writes
+from patchgate.store.baselines import BaselineStore
+from patchgate.verdict import document
+from patchgate.verdict.judge import accuracy_block, judge
+
+PROFILE = get_profile("default")
+ACC = {"tasks": {"t": {"metric": "acc", "value": 1.0,
+                       "samples": [{"id": str(i), "score": 1.0} for i in range(10)]}},
+       "mean": 1.0}
+
+
+class Opts:
+    def __init__(self, tmp: Path, accept=False, record=False, json_path=None):
+        self.profile, self.accept, self.record, self.json_path = PROFILE, accept, record, json_path
+        self.changelog = tmp / "CHANGELOG.md"
+        self.baselines_dir = tmp / "baselines"
+
+
+def run(tmp_path, factor=1.0, flipped=()):
+    """A judged run of one new patch whose candidate is ``factor`` times as slow."""
+    patches = discover(write_patch(tmp_path / "p", "0001-new.py"))
+    scen = make_scenarios(PROFILE)
+    base = {s.name: [0.01 * (1 + 0.001 * i) for i in range(10)] for s in scen}
+    cand = {n: [x * factor for x in xs] for n, xs in base.items()}
+    lat = judged({"candidate": cand, "current": base, "reference": base}, scen, PROFILE)
+    block = accuracy_block([1.0] * 10, [1.0] * 10, ACC, ACC, PROFILE)
+    verdict_core = judge(PROFILE, lat, block, compared_with="current baseline")
+    sets = {"candidate": patches, "current": [], "reference": []}
+    record = writes.Record(sets, patches, lat, {"candidate": ACC, "reference": ACC,
+                                                "flips": list(flipped)},
+                           {"current": None, "best": None, "reference": None}, {"cpu": "x"})
+    return verdict_core, record
+
+
+def assemble(core, opts, notes=()):
+    facts = document.Facts("default", new_patches=["0001-new.py"], workload={"model": "m"},
+                           patches={"candidate": [{"name": "0001-new.py"}], "current": [],
+                                    "reference": []},
+                           notes=list(notes) + writes.notes(opts, core["verdict"],
+                                                            ["0001-new.py"]))
+    return document.assemble(core, facts)
+
+
+def files_under(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+def test_accepted_with_accept_writes_baselines_log_history_verdict_and_flips(tmp_path):
+    core, record = run(tmp_path / "w", flipped=[{"task": "t", "id": "1"}])
+    opts = Opts(tmp_path, accept=True, json_path=tmp_path / "out" / "v.json")
+    verdict = assemble(core, opts)
+    assert verdict["verdict"] == "accepted" and verdict["notes"] == []
+    writes.write(opts, BaselineStore(opts.baselines_dir, "default"), verdict, record)
+    assert files_under(tmp_path / "baselines") == [
+        "default/best.json", "default/current.json", "default/history.jsonl",
+        "default/reference.json"]
+    current = json.loads((tmp_path / "baselines/default/current.json").read_text())
+    assert current["patches"][0]["name"] == "0001-new.py"
+    assert current["extra"]["score"] == verdict["score"]
+    assert "0001-new.py" in opts.changelog.read_text()
+    assert json.loads(opts.json_path.read_text()) == verdict
+    assert flips.load(flips.path_for(opts.json_path)) == [{"task": "t", "id": "1"}]
+
+
+def test_rejected_with_accept_writes_only_the_verdict_and_says_so(tmp_path):
+    core, record = run(tmp_path / "w", factor=1.5)
+    opts = Opts(tmp_path, accept=True, json_path=tmp_path / "v.json")
+    verdict = assemble(core, opts)
+    assert verdict["verdict"] == "rejected"
+    assert verdict["notes"] == ["not accepted: baselines/ and CHANGELOG.md left as they were"]
+    writes.write(opts, BaselineStore(opts.baselines_dir, "default"), verdict, record)
+    assert not (tmp_path / "baselines").exists() and not opts.changelog.exists()
+    assert (tmp_path / "v.json").exists()
+
+
+def test_record_logs_a_rejected_change_without_touching_the_baselines(tmp_path):
+    core, record = run(tmp_path / "w", factor=1.5)
+    opts = Opts(tmp_path, record=True)
+    verdict = assemble(core, opts)
+    writes.write(opts, BaselineStore(opts.baselines_dir, "default"), verdict, record)
+    assert files_under(tmp_path / "baselines") == ["default/history.jsonl"]
+    assert "(rejected)" in opts.changelog.read_text()
+
+
+def test_nothing_new_gets_no_log_entry_and_the_verdict_says_so(tmp_path):
+    core, _ = run(tmp_path / "w")
+    assert writes.notes(Opts(tmp_path, record=True), "accepted", []) == [
+        "no new or changed patches: no change-log entry"]
+    assert writes.notes(Opts(tmp_path), core["verdict"], []) == []
+
+
+@pytest.mark.parametrize(("best_ratio", "new_best"), [(0.98, True), (1.02, False)])
+def test_an_accepted_candidate_becomes_the_fastest_state_unless_it_is_slower(
+        best_ratio, new_best):
+    verdict = {"latency": {"best": {"ratio": best_ratio}, "score": {"ratio": 1.0}}}
+    assert writes.is_new_best(verdict) is new_best
+    assert writes.is_new_best(dict(verdict, allowed_slower={"reason": "r"}))
+
+
+def test_a_skipped_run_with_accept_notes_the_other_engines_patches_as_seen(tmp_path):
+    patches = discover(Path(__file__).resolve().parent.parent / "model_patches")
+    store = BaselineStore(tmp_path / "baselines", "default")
+    _, record = run(tmp_path / "w")
+    opts = Opts(tmp_path, accept=True)
+    core, _ = run(tmp_path / "w2")
+    current = writes.envelopes(opts, assemble(core, opts), record)["current"]
+    notes = writes.skipped_notes(opts, current, patches)
+    assert notes and "0003-fp8-kv-cache.py" in notes[0]
+    verdict = document.skipped("default", "nothing was tested", notes)
+    writes.write_skipped(opts, store, verdict, current, patches)
+    seen = store.load("current")["extra"]["other_engines"]
+    assert {p["name"] for p in seen} >= {"0003-fp8-kv-cache.py", "0006-fp8-w8a8.py"}
