@@ -1,7 +1,8 @@
 """Fake engines for unit tests of the pipeline's plumbing: no model, exact times.
 
 A :class:`FakeEngine` answers ``timed_generate`` with a time of its own, from its
-patches' names: a patch named ``*-slow-NN.py`` makes every call NN % slower, a
+patches' names, and sleeps that long (the gate checks the engine's clock against its
+own): a patch named ``*-slow-NN.py`` makes every call NN % slower, a
 ``*-faster-NN.py`` NN % faster. Each instance draws a tiny jitter from its label, so
 paired rounds are not all ties. :func:`use_fake_engines` makes the registry build them.
 """
@@ -10,9 +11,10 @@ from __future__ import annotations
 
 import random
 import re
+import time
 from pathlib import Path
 
-BASE_S = 0.010
+BASE_S = 0.002
 
 
 def factor(patches) -> float:
@@ -43,7 +45,9 @@ class FakeEngine:
 
     def timed_generate(self, batch, max_new_tokens) -> float:
         self.calls += 1
-        return BASE_S * self.factor * (1 + 0.002 * self._rng.random())
+        dt = BASE_S * self.factor * (1 + 0.002 * self._rng.random())
+        time.sleep(dt)
+        return dt
 
     def close(self) -> None:
         self.closed = True

@@ -256,3 +256,12 @@ def test_every_profile_with_baselines_has_its_badges():
         for kind in ("score", "accuracy"):
             assert (root / "docs" / "badges" / f"{profile}-{kind}.svg").exists(), (profile, kind)
         assert f"docs/badges/{profile}-score.svg" in (root / "README.md").read_text()
+
+
+@pytest.mark.parametrize(("status", "color"), [("accepted", badges.GREEN),
+                                               ("rejected", badges.RED),
+                                               ("inconclusive", badges.YELLOW)])
+def test_the_verdict_badge_shows_each_state_on_its_own(tmp_path, status, color):
+    path = badges.write_verdict_badge({"verdict": status, "profile": "default"}, tmp_path)
+    svg = path.read_text()
+    assert path.name == "default-verdict.svg" and f">{status}<" in svg and color in svg

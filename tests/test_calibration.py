@@ -11,6 +11,7 @@ from patchgate.cli import main
 from patchgate.errors import EXIT_ERROR, PatchgateError
 from patchgate.patches import discover
 from patchgate.profile import Lengths, get_profile
+from patchgate.report.calibration import render
 from patchgate.store import calibration as cal_file
 from patchgate.store.baselines import BaselineStore
 from patchgate.tools import calibrate as calibration
@@ -71,9 +72,37 @@ def test_reports_quote_the_measured_rates(tmp_path):
     store.calibration_path().write_text(json.dumps(_doc(KINDS)))
     q = cal_file.quote(store)
     assert q["text"] == "1/20 false alarms; 19/20 caught at 10 %"
-    text = calibration.render(_doc(KINDS))
-    assert "| A/A       | 1/20       | 5 %    | 0-25 %    |" in text
+    text = render(_doc(KINDS))  # a first-version file: rejections only
+    assert "| A/A       | 1/20 (0-25 %)    | -              | -" in text
     assert "decode_b1 1.40x" in text
+
+
+def _counts(rejected, inconclusive, accepted, n=20):
+    def one(k):
+        return {"count": k, "rate": k / n, "low": 0.0, "high": 0.2}
+
+    return {"runs": n, "rejected": one(rejected), "inconclusive": one(inconclusive),
+            "accepted": one(accepted)}
+
+
+def test_reports_quote_rates_quiet_and_under_load_and_the_calibrated_noise(tmp_path):
+    quiet = {"A/A": {"planted": 0.0, **_counts(1, 2, 17), "median_score_ratio": 1.0},
+             "10 %": {"planted": 0.1, **_counts(20, 0, 0), "median_score_ratio": 1.1}}
+    load = {"A/A": {"planted": 0.0, **_counts(0, 9, 11), "median_score_ratio": 1.0},
+            "10 %": {"planted": 0.1, **_counts(12, 8, 0), "median_score_ratio": 1.1}}
+    doc = _doc(KINDS) | {"schema_version": 2, "load": {"busy_processes": 2, "cpu_count": 2}}
+    doc["summary"] = dict(doc["summary"], conditions={"quiet": quiet, "load": load},
+                          noise={"quiet": 0.004, "load": 0.011})
+    store = BaselineStore(tmp_path, "default")
+    store.calibration_path().parent.mkdir()
+    store.calibration_path().write_text(json.dumps(doc))
+    q = cal_file.quote(store)
+    assert q["text"] == ("1/20 false alarms, 2/20 inconclusive; 20/20 caught at 10 % "
+                         "(0/20 accepted); under load: 0/20 false alarms, 9/20 inconclusive; "
+                         "12/20 caught at 10 % (0/20 accepted)")
+    assert q["noise"] == 0.004
+    text = render(doc)
+    assert "under load (2 busy processes on 2 cores); A/A noise 1.10 % a round" in text
 
 
 def test_a_broken_calibration_file_is_an_error_naming_it(tmp_path):

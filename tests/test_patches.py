@@ -16,6 +16,7 @@ from patchgate import registry
 from patchgate.errors import PatchgateError
 from patchgate.patches import Patch, content_key, discover, merged_server_args, skipped
 from patchgate.patches.apply import apply_patches, load_module
+from patchgate.patches.probe import probe
 
 KNOWN_ENGINES = registry.names("engine")
 
@@ -224,7 +225,6 @@ def test_apply_error_names_the_patch_and_folder():
     ("case", "file_name", "cause"),
     [
         ("syntax_error", "0001-broken.py", "SyntaxError at line 4"),
-        ("import_error", "0001-missing-dependency.py", "ModuleNotFoundError at line 3"),
         ("no_docstring", "0001-no-docstring.py", "no module docstring"),
         ("empty_title", "0001-empty-title.py", "first line is empty"),
         ("bad_engine", "0001-vllm-only.py", "unknown engine 'vllm'"),
@@ -262,11 +262,13 @@ def test_duplicate_order_names_both_files():
         ('ENGINES = ()\nSERVER_ARGS = {"a": 1}\n', "ENGINES is empty"),
         ('SERVER_ARGS = [("a", 1)]\n', "SERVER_ARGS must be a dict, not list"),
         ('SERVER_ARGS = {1: "a"}\n', "SERVER_ARGS key 1 is not a string"),
-        ('SERVER_ARGS = {"a": object()}\n', "is not JSON data"),
+        ('SERVER_ARGS = {"a": object()}\n', "SERVER_ARGS must be written as a literal dict"),
+        ('SERVER_ARGS = {"a": {1, 2}}\n', "is not JSON data"),
+        ('from config import ENGINES\nSERVER_ARGS = {"a": 1}\n', "ENGINES must be written as"),
+        ('SERVER_ARGS = {"a": 1}\nSERVER_ARGS = {"a": 2}\n', "bound more than once"),
+        ("import torch\napply = torch.compile\n", "apply must be a function, not bound"),
         ("def apply():\n    pass\n", "exactly one positional argument"),
         ("def apply(*, model):\n    pass\n", "exactly one positional argument"),
-        ('raise ValueError("bad config")\n', "import raised ValueError at line 2: bad config"),
-        ("import sys\nsys.exit(3)\n", "import raised SystemExit at line 3"),
     ],
 )
 def test_invalid_patch_contents(tmp_path, body, cause):
@@ -296,3 +298,56 @@ def test_apply_with_optional_extras_and_dataclasses_are_accepted(tmp_path):
     (patch,) = discover(tmp_path)
     assert isinstance(patch, Patch) and patch.has_apply
     assert apply_patches(types.SimpleNamespace(), [patch], "transformers").scale == 2.0
+
+
+# --- the import probe (patch code runs in a throwaway process, never in the gate's) ------
+
+
+@pytest.mark.parametrize(
+    ("body", "cause"),
+    [
+        ('raise ValueError("bad config")\n', "import raised ValueError at line 2: bad config"),
+        ("import sys\nsys.exit(3)\n", "import raised SystemExit at line 3"),
+        ("import os\nos._exit(0)\n", "importing it ended the process"),
+        ("while True:\n    pass\n", "importing it did not return within 2 s"),
+    ],
+)
+def test_the_probe_names_a_patch_whose_import_fails_exits_or_hangs(tmp_path, body, cause):
+    write_patch(tmp_path, "0001-x.py", '"""X."""\n' + body + "def apply(model):\n    pass\n")
+    patches = discover(tmp_path)  # parsing alone: nothing ran
+    with pytest.raises(PatchgateError) as caught:
+        probe(patches, timeout_s=2)
+    assert "0001-x.py" in caught.value.message and cause in caught.value.message
+
+
+def test_the_probe_names_a_missing_dependency():
+    with pytest.raises(PatchgateError, match="ModuleNotFoundError at line 3"):
+        probe(discover(FIXTURES / "import_error"), timeout_s=30)
+
+
+def test_discovery_runs_no_patch_code(tmp_path):
+    marker = tmp_path / "ran"
+    write_patch(tmp_path, "0001-x.py", f'"""X."""\nopen({str(marker)!r}, "w").write("x")\n'
+                "def apply(model):\n    pass\n")
+    (patch,) = discover(tmp_path)
+    assert patch.has_apply and not marker.exists()
+
+
+def test_a_patch_that_writes_a_watched_file_at_import_is_named(tmp_path):
+    stored = tmp_path / "baselines" / "current.json"
+    stored.parent.mkdir()
+    stored.write_text("{}")
+    folder = tmp_path / "p"
+    folder.mkdir()
+    write_patch(folder, "0001-ok.py", '"""Ok."""\nSERVER_ARGS = {"a": 1}\n')
+    write_patch(folder, "0002-evil.py", f'"""Evil."""\nopen({str(stored)!r}, "w").write("[]")\n'
+                "def apply(model):\n    pass\n")
+    with pytest.raises(PatchgateError, match="0002-evil.py: importing it changed .*current.json"):
+        probe(discover(folder), timeout_s=30, watch=[tmp_path / "baselines"])
+
+
+def test_the_probe_runs_in_a_scratch_folder(tmp_path):
+    write_patch(tmp_path, "0001-x.py", '"""X."""\nopen("left-here", "w").write("x")\n'
+                "def apply(model):\n    pass\n")
+    probe(discover(tmp_path), timeout_s=30)
+    assert not (Path.cwd() / "left-here").exists()

@@ -246,14 +246,14 @@ def fake_launcher(tmp_path) -> configurations.Launcher:
         return fake("--port", str(port), "--fake-step-s", "0.008" if slow else "0.004",
                     *(["--fake-kernel", "extra_kernel"] if slow else []))
 
-    def client(srv, scenario, profile, out):
+    def client(srv, scenario, profile, out, seed):
         return [sys.executable, str(FAKE / "fake_bench.py"), "--base-url", srv.url,
                 "--num-prompts", str(scenario.num_prompts),
                 "--random-input-len", str(scenario.input_len),
                 "--random-output-len", str(scenario.output_len),
                 *([] if scenario.concurrency is None else
                   ["--max-concurrency", str(scenario.concurrency)]),
-                "--seed", "0", "--flush-cache", "--output-file", str(out)]
+                "--seed", str(seed), "--flush-cache", "--output-file", str(out)]
 
     return configurations.Launcher(server=serve, bench=client, grace_s=5.0)
 

@@ -4,18 +4,27 @@ calibrate | profiles | model grow``.
 ``guard`` lives here; every other command is registered by the module of its tool
 (``add_command``) and handled there. Exit codes: 0 accepted, skipped (nothing to test)
 or a command that succeeded; 1 rejected; 2 error (bad input, engine failure,
-interruption). Errors are printed once, as ``ERROR <what went wrong>`` and a hint,
-without a traceback.
+interruption, SIGTERM); 3 inconclusive. Errors are printed once, as ``ERROR <what went
+wrong>`` and a hint, without a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from . import registry
-from .errors import EXIT_ACCEPTED, EXIT_ERROR, EXIT_REJECTED, PatchgateError
+from .errors import (
+    EXIT_ACCEPTED,
+    EXIT_ERROR,
+    EXIT_INCONCLUSIVE,
+    EXIT_REJECTED,
+    PatchgateError,
+)
 from .patches import commands as patch_commands
 from .profile import available, get_profile, repo_root
 from .profile import commands as profile_commands
@@ -23,7 +32,9 @@ from .report import commands as report_commands
 from .tools import calibrate, fidelity
 
 EXIT_CODES = ("exit codes: 0 accepted, skipped (no new patch for this engine) or done; "
-              "1 rejected; 2 error (bad input, engine failure, Ctrl-C)")
+              "1 rejected; 2 error (bad input, engine failure, Ctrl-C, SIGTERM); "
+              "3 inconclusive (the run could not show the change is not slower: re-run "
+              "with more rounds or on a quieter runner)")
 COMMANDS = (patch_commands, report_commands, fidelity, calibrate, profile_commands)
 NOTHING_WRITTEN = "nothing under baselines/ or CHANGELOG.md was written"
 
@@ -96,6 +107,11 @@ def _add_guard(sub, root: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    with _sigterm_interrupts():
+        return _main(args)
+
+
+def _main(args) -> int:
     reporter = None
     try:
         if args.handler is not None:
@@ -113,9 +129,29 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(args, f"unexpected {type(e).__name__} during {_step(reporter)}: {e}; "
                      f"{NOTHING_WRITTEN}",
                      "the traceback above says where; report it if the input looks right")
-    except KeyboardInterrupt:
-        return _fail(args, f"interrupted during {_step(reporter)}; {NOTHING_WRITTEN}",
+    except KeyboardInterrupt as e:
+        how = " by SIGTERM" if str(e) == "SIGTERM" else ""
+        return _fail(args, f"interrupted{how} during {_step(reporter)}; {NOTHING_WRITTEN}",
                      "run the command again to get a verdict")
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    """SIGTERM (what a CI runner sends on cancel) ends a command as Ctrl-C does: engines
+    and servers closed on the way out, a message, exit 2. The previous handler comes
+    back afterwards (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt("SIGTERM")
+
+    old = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _guard(args, reporter) -> int:
@@ -139,7 +175,8 @@ def _guard(args, reporter) -> int:
         from .report.render import render_markdown
 
         atomic_write_text(args.markdown, render_markdown(verdict))
-    return EXIT_REJECTED if verdict["verdict"] == "rejected" else EXIT_ACCEPTED
+    return {"rejected": EXIT_REJECTED, "inconclusive": EXIT_INCONCLUSIVE}.get(
+        verdict["verdict"], EXIT_ACCEPTED)
 
 
 def _guard_profile(args):

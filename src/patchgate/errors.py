@@ -12,6 +12,7 @@ from __future__ import annotations
 EXIT_ACCEPTED = 0  # the change passed every check
 EXIT_REJECTED = 1  # the change was evaluated and rejected
 EXIT_ERROR = 2  # bad input, engine failure or interruption: no verdict
+EXIT_INCONCLUSIVE = 3  # evaluated, but the run could not show the change is not slower
 
 
 class PatchgateError(Exception):

@@ -1,17 +1,21 @@
-"""Atomic file writes and strict JSON reads, shared by every module that stores files.
+"""Atomic file writes, strict JSON reads and file fingerprints, shared by every module
+that stores files.
 
 A write goes to a temporary file in the target's folder, is flushed to disk, and
 replaces the target with ``os.replace``: a reader sees the old file or the new one,
 never half of one, and a failure (a full disk, NaN in the data, Ctrl-C) leaves the
 old file as it was. :func:`atomic_write_many` extends this to several files: all are
-replaced or none.
+replaced or none. :func:`fingerprint` and :func:`changed` tell whether files changed
+since a moment (the gate's stored files, while patch code ran).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from .errors import PatchgateError
@@ -148,3 +152,51 @@ def _fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def fingerprint(paths: Iterable[Path]) -> dict[Path, str | None]:
+    """``{path: sha256 of its bytes}`` for every file under ``paths`` (files, or folders
+    walked whole); a path that does not exist maps to None."""
+    out: dict[Path, str | None] = {}
+    for path in paths:
+        path = Path(path)
+        if path.is_dir():
+            for f in sorted(path.rglob("*")):
+                if f.is_file() and not f.name.startswith(".") and "__pycache__" not in f.parts:
+                    out[f] = _digest(f)
+        else:
+            out[path] = _digest(path) if path.is_file() else None
+    return out
+
+
+def changed(before: dict[Path, str | None], roots: Iterable[Path]) -> list[Path]:
+    """The files under ``roots`` that differ from ``before`` (changed, added, removed)."""
+    now = fingerprint(roots)
+    return sorted(p for p in set(before) | set(now) if before.get(p) != now.get(p))
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def check_writable(paths: Iterable[Path]) -> None:
+    """Every path can be written (the file, or the nearest folder that exists), or a
+    :class:`PatchgateError` naming the first that cannot: checked before a run spends
+    its time, so a read-only CHANGELOG.md is found at the start, not replaced at the end."""
+    for path in paths:
+        path = Path(path)
+        if path.exists():
+            if path.is_dir() or not os.access(path, os.W_OK):
+                raise PatchgateError(f"cannot write {path}: it is read-only"
+                                     + (" (a folder)" if path.is_dir() else ""),
+                                     "make it writable (chmod u+w) or choose another path")
+            continue
+        parent = path.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise PatchgateError(f"cannot write {path}: the folder {parent} is read-only",
+                                 "make it writable or choose another path")

@@ -15,12 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import files
 from .engines.configurations import Configurations
 from .guard import base as guards
 from .guard.results import flips, paired_scores, stored
 from .latency import explain, sets
 from .patches import Patch, discover
 from .patches.plan import plan, untested
+from .patches.probe import probe
 from .report.console import Reporter
 from .store import calibration, environment, history, workload, writes
 from .store import flips as flips_file
@@ -48,13 +50,15 @@ class GuardOptions:
 
 @dataclass
 class _Run:
-    """A run in progress: its options, reporter, store, stored results and patches."""
+    """A run in progress: its options, reporter, store, stored results, patches, and the
+    fingerprints of the stored files it read (nothing is written if they change)."""
 
     opts: GuardOptions
     reporter: Reporter
     store: BaselineStore
     stored: dict
     patches: list[Patch]
+    watch: writes.Watch
 
 
 def run_guard(opts: GuardOptions, reporter: Reporter | None = None) -> document.Verdict:
@@ -65,19 +69,24 @@ def run_guard(opts: GuardOptions, reporter: Reporter | None = None) -> document.
     scenario_set.check(prof, sets.Options(opts.accept, opts.record, opts.attribute,
                                           opts.explain))
     guard.check(prof)
+    store = BaselineStore(opts.baselines_dir, prof.name)
+    files.check_writable(writes.planned(opts, store))
     reporter.phase("validate", "validating patches")
     patches = discover(opts.patches_dir)
-    store = BaselineStore(opts.baselines_dir, prof.name)
     reporter.phase("baselines", "loading baselines")
-    run = _Run(opts, reporter, store, {role: store.load(role) for role in ROLES}, patches)
+    run = _Run(opts, reporter, store, {role: store.load(role) for role in ROLES}, patches,
+               writes.Watch.start(opts))
     patch_sets, notes = plan(patches, prof.engine, run.stored["current"], run.stored["best"])
     reason = untested(patches, prof.engine, run.stored["current"])
     if reason:
         return _skip(run, reason, notes)
+    reporter.phase("probe", "importing the patches in a scratch process")
+    probe([p for p in patch_sets["candidate"] if p.has_apply], prof.call_timeout_s,
+          run.watch.roots)
     with Configurations(prof, patch_sets, reporter.say) as configs:
         verdict, record = _measure(run, configs, scenario_set, guard, notes)
     reporter.phase("write", "writing results")
-    writes.write(opts, store, verdict, record)
+    writes.write(opts, store, verdict, record, run.watch)
     reporter.phase("done")
     return verdict
 
@@ -103,8 +112,9 @@ def _measure(run: _Run, configs: Configurations, scenario_set, guard, notes: lis
     reporter.phase("judge")
     compared = "current baseline" if not configs.same("current", "reference") or \
         run.stored["current"] else "reference"
+    cal = calibration.quote(run.store)
     judgement = judge(prof, lat.latency, block, compared_with=compared,
-                      allow_slower=opts.allow_slower)
+                      allow_slower=opts.allow_slower, calibrated_noise=(cal or {}).get("noise"))
     new = [p for p in configs.sets["candidate"] if p not in configs.sets["current"]]
     blocks = {"serving": lat.serving, "explain": lat.explain,
               "attribution": _attribute(run, configs, new, acc, notes) if opts.attribute
@@ -121,7 +131,7 @@ def _measure(run: _Run, configs: Configurations, scenario_set, guard, notes: lis
         measured={"latency": lat.how, "candidate_accuracy": "measured now",
                   "reference_accuracy": acc.source},
         history={"change_points": history.change_points(run.store.history())},
-        calibration=calibration.quote(run.store), timings_s=reporter.timings, blocks=blocks)
+        calibration=cal, timings_s=reporter.timings, blocks=blocks)
     record = writes.Record(configs.sets, run.patches, lat.latency,
                            {"candidate": stored(acc.candidate),
                             "reference": stored(acc.reference), "flips": flipped},
@@ -157,7 +167,7 @@ def _skip(run: _Run, reason: str, notes: list[str]) -> document.Verdict:
     verdict = document.skipped(opts.profile.name, reason,
                                notes + writes.skipped_notes(opts, current, run.patches))
     run.reporter.phase("write", "writing results")
-    writes.write_skipped(opts, run.store, verdict, current, run.patches)
+    writes.write_skipped(opts, run.store, verdict, current, run.patches, run.watch)
     run.reporter.phase("done")
     return verdict
 

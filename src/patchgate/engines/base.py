@@ -25,6 +25,9 @@ class Engine(Protocol):
     def ready(self) -> Engine:
         """Wait until the model is loaded and patched (engines load in parallel)."""
 
+    def describe(self) -> str:
+        """The configuration and its patches, for messages: ``candidate (0001-x.py)``."""
+
     def generate(self, batch: list[list[int]], max_new_tokens: int) -> list[list[int]]:
         """Greedy, exactly ``max_new_tokens`` new tokens per row (EOS ignored)."""
 

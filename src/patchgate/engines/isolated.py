@@ -24,7 +24,9 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import shutil
 import signal
+import tempfile
 import traceback
 from pathlib import Path
 
@@ -63,11 +65,23 @@ def _failure(e: BaseException, patches) -> tuple:
 
 
 def _serve(conn, profile, patches, label) -> None:
+    """The worker: patch code runs here, in a scratch working directory, removed after."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    scratch = tempfile.mkdtemp(prefix=f"patchgate-worker-{label}-")
+    os.chdir(scratch)
+    try:
+        _loop(conn, profile, patches, label)
+    finally:
+        os.chdir(tempfile.gettempdir())
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _loop(conn, profile, patches, label) -> None:
     try:
         from .transformers import TransformersEngine
 
-        engine = TransformersEngine(profile, patches, label)
+        engine = TransformersEngine(profile, patches, label,
+                                    lambda name: conn.send(("patch", name)))
         conn.send(("ok", {"vocab_size": engine.vocab_size}))
     except PatchgateError as e:
         conn.send(("user-error", (e.message, e.hint)))
@@ -127,9 +141,15 @@ class IsolatedEngine:
         self._tokenizer = None
 
     def ready(self) -> IsolatedEngine:
-        """Wait until the worker has loaded and patched its model."""
-        if not self._ready:
-            info = self._receive("loading the model", max(_START_TIMEOUT_S, self._timeout))
+        """Wait until the worker has loaded and patched its model: the model within
+        ``max(600 s, call_timeout_s)``, each patch's import and ``apply()`` within
+        ``call_timeout_s`` (the worker names each patch as it starts it)."""
+        what, limit = "loading the model", max(_START_TIMEOUT_S, self._timeout)
+        while not self._ready:
+            info = self._receive(what, limit)
+            if isinstance(info, tuple) and info[:1] == ("patch",):
+                what, limit = f"importing and applying patch {info[1]}", self._timeout
+                continue
             self._vocab_size = info["vocab_size"]
             self._ready = True
         return self
@@ -152,9 +172,9 @@ class IsolatedEngine:
             if timeout is not None and not self._conn.poll(timeout):
                 self.close()
                 raise PatchgateError(
-                    f"engine {self._name()}: no answer after {timeout:.0f} s while {what}",
-                    hint="a patch may hang (a loop, a lock, a wait); run the patches of this "
-                         "configuration one at a time")
+                    f"engine {self.describe()}: no answer after {timeout:.0f} s while {what}",
+                    hint="a patch may hang (a loop, a lock, a wait): fix it, or raise the "
+                         "profile's call_timeout_s if the work is real")
             status, payload = self._conn.recv()
         except (EOFError, ConnectionError, OSError):
             proc = self._proc
@@ -163,12 +183,14 @@ class IsolatedEngine:
             code = proc.exitcode if proc is not None else None
             self.close()
             raise PatchgateError(
-                f"engine {self._name()}: its worker process died while {what} "
+                f"engine {self.describe()}: its worker process died while {what} "
                 f"(exit code {code})",
                 hint="a patch may end the interpreter (os._exit, a crash in native code); "
                      "run the patches of this configuration one at a time") from None
         if status == "ok":
             return payload
+        if status == "patch":
+            return ("patch", payload)
         if status == "user-error":
             raise PatchgateError(*payload)
         message, tb, where = payload
@@ -178,10 +200,11 @@ class IsolatedEngine:
                 f"patch {name} failed while {what} (engine {self.label}, line {line} in "
                 f"{func}): {message}",
                 hint=f"fix the patch or move it out of {self._patch_dir}")
-        raise PatchgateError(f"engine {self._name()} failed while {what}: {message}",
+        raise PatchgateError(f"engine {self.describe()} failed while {what}: {message}",
                              hint="worker traceback:\n" + tb.rstrip())
 
-    def _name(self) -> str:
+    def describe(self) -> str:
+        """The configuration and its patches, for messages: ``candidate (0001-x.py)``."""
         patches = ", ".join(self._patch_names) or "no patches"
         return f"{self.label} ({patches})"
 

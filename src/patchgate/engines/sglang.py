@@ -99,6 +99,7 @@ class SGLangEngine(Timed):
 
     def __init__(self, profile, patches, label: str, share: float = 1.0):
         self.label = label
+        self._patch_names = [p.name for p in patches]
         self.engine = None
         self._tmp = tempfile.TemporaryDirectory(prefix="patchgate-sglang-")
         folder = Path(self._tmp.name)
@@ -155,6 +156,10 @@ class SGLangEngine(Timed):
             self.tokenizer = AutoTokenizer.from_pretrained(profile.model_path(),
                                                            trust_remote_code=True)
             self.vocab_size = min(self.vocab_size, len(self.tokenizer))
+
+    def describe(self) -> str:
+        """The configuration and its patches, for messages: ``candidate (0001-x.py)``."""
+        return f"{self.label} ({', '.join(self._patch_names) or 'no patches'})"
 
     def ready(self) -> SGLangEngine:
         """Loaded: ``sglang.Engine`` returns once its workers are up."""

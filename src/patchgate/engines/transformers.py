@@ -24,7 +24,7 @@ ENGINE_ARGS = {"dtype": str, "threads": int}
 class TransformersEngine(Timed):
     name = "transformers"
 
-    def __init__(self, profile, patches, label: str):
+    def __init__(self, profile, patches, label: str, on_patch=None):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
@@ -33,6 +33,7 @@ class TransformersEngine(Timed):
             hf_logging.disable_progress_bar()
 
         self.label = label
+        self._patch_names = [p.name for p in patches]
         args = merged_server_args(patches, self.name)
         for key in args:
             if key not in ENGINE_ARGS:
@@ -52,7 +53,7 @@ class TransformersEngine(Timed):
                                  hint="set the profile's model to a folder in HF format")
         model = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=True, dtype=dtype)
         model = model.to(self.device).eval()
-        model = apply_patches(model, patches, self.name)
+        model = apply_patches(model, patches, self.name, on_patch)
         self.model = model
         self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)
         self.vocab_size = int(model.config.vocab_size)
@@ -60,6 +61,13 @@ class TransformersEngine(Timed):
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None \
             else (self.eos_id or 0)
         self._torch = torch
+
+    def describe(self) -> str:
+        """The configuration and its patches, for messages: ``candidate (0001-x.py)``."""
+        return f"{self.label} ({', '.join(self._patch_names) or 'no patches'})"
+
+    def ready(self) -> TransformersEngine:
+        return self
 
     # ------------------------------------------------------------------ helpers
     def _check_finite(self, logits, what: str) -> None:

@@ -28,13 +28,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..engines.configurations import Configurations
-from ..stats import SLOWER, median, speed_score
+from ..stats import SLOWER, UNDECIDED, median, speed_score
 from ..stats.score import batch_keys
 from . import decide
 from .measure import Rounds, balanced_rounds, measure
 from .scenarios import Scenario, make_scenarios
 
 Samples = dict[str, dict[str, list[float]]]  # {label: {scenario: [seconds]}}
+# Round numbers of each look and of the confirmation's looks: every round draws its own
+# token ids (patchgate.latency.measure), so no two rounds of a run repeat an input.
+LOOK_ROUNDS = 100_000
+CONFIRM_ROUNDS = 10_000_000
 
 
 @dataclass
@@ -65,12 +69,20 @@ class LatencyResult:
     batch_sizes: tuple[int, ...] | None = None
 
     def final(self, comparison: str, item: str) -> str:
-        """The outcome that counts: "slower" only if the confirmation agrees."""
+        """The outcome that counts. An item found slower is measured again in fresh
+        processes; there the fresh measurement decides: "slower" only if it agrees,
+        else its own outcome (a fresh "equivalent" shows the first was the processes,
+        not the change; a fresh "undecided" leaves the item undecided)."""
         first = self.decisions[comparison][item].outcome
         if first != SLOWER or comparison not in self.confirmation:
             return first
         again = self.confirmation[comparison].get(item)
-        return SLOWER if again is not None and again.outcome == SLOWER else "unconfirmed"
+        return again.outcome if again is not None else UNDECIDED
+
+    def unconfirmed(self, comparison: str, item: str) -> bool:
+        """Found slower in the first processes, but not again in fresh ones."""
+        return (self.decisions[comparison][item].outcome == SLOWER
+                and self.final(comparison, item) != SLOWER)
 
 
 def comparisons(configs: Configurations) -> list[str]:
@@ -175,7 +187,7 @@ def _more_looks(configs, prof, result: LatencyResult, against, reporter, bar_tim
         use = configs.by_name(labels)
         bar.total += balanced_rounds(prof.rounds, len(use)) * len(pend) * len(use)
         bar.refresh()
-        more = timer(use, pend, Rounds.of(prof, warmup=False), bar)
+        more = timer(use, pend, Rounds.of(prof, warmup=False, first=k * LOOK_ROUNDS), bar)
         _extend(result.samples, more, configs, labels)
         result.looks = k
         for comp in against:
@@ -234,7 +246,8 @@ def _confirm(configs, prof, result: LatencyResult, against, reporter,
                              f"{result.max_looks}")
                 bar.total += balanced_rounds(prof.rounds, len(use)) * len(pend) * len(use)
                 bar.refresh()
-            more = timer(use, pend, Rounds.of(prof, warmup=k == 1), bar)
+            more = timer(use, pend, Rounds.of(prof, warmup=k == 1,
+                                              first=CONFIRM_ROUNDS + k * LOOK_ROUNDS), bar)
             _extend(result.confirm_samples, more, configs, labels)
             result.confirm_looks = k
             for comp, items in flagged.items():

@@ -19,6 +19,12 @@ configurations:
 - ``settle_s``: a short pause before each timed call, so the previous call's
   threads are asleep when the next one starts.
 
+Every round draws fresh token ids (:func:`patchgate.latency.scenarios.prompt_ids` of
+the round's index), the same for every configuration within the round, so the pairing
+stays and a cache keyed by the input (a content cache in a patch, a prefix cache left
+on) has nothing to remember. The gate also times every call from its own process
+(:mod:`.clocks`): an engine that reports less time than passed is an error.
+
 The first ``warmup`` rounds are thrown away; the raw samples of the others are kept.
 """
 
@@ -30,6 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..engines.base import Engine
+from . import clocks
 from .scenarios import Scenario, prompt_ids
 
 
@@ -43,12 +50,14 @@ class Rounds:
     warmup: int = 0
     seed: int = 0
     settle_s: float = 0.0
+    first: int = 0  # the index of the first round: each round draws its own token ids
 
     @classmethod
-    def of(cls, profile, warmup: bool = True) -> Rounds:
-        """The profile's schedule (``warmup=False``: a further look, no warm-up)."""
+    def of(cls, profile, warmup: bool = True, first: int = 0) -> Rounds:
+        """The profile's schedule (``warmup=False``: a further look, no warm-up), its
+        rounds numbered from ``first`` (looks and confirmations use their own ranges)."""
         return cls(profile.rounds, profile.warmup if warmup else 0, profile.seed,
-                   profile.settle_s)
+                   profile.settle_s, first)
 
 
 def balanced_rounds(rounds: int, configurations: int) -> int:
@@ -67,17 +76,36 @@ def orders(labels: list[str], rounds: int) -> list[list[str]]:
 def measure(engines: Mapping[str, Engine], scenarios: list[Scenario], rounds: Rounds,
             progress=None) -> dict[str, dict[str, list[float]]]:
     """Raw latency samples: ``{config: {scenario name: [seconds, ...]}}``, with
-    :func:`balanced_rounds` samples per configuration and scenario.
+    :func:`balanced_rounds` samples per configuration and scenario, each round on fresh
+    token ids; the engines' clocks checked against the gate's (:func:`clocks.check`).
 
     ``progress`` (optional) is a tqdm-like object with ``update(n)`` and
     ``set_postfix_str(s)``; it advances once per timed or warm-up call.
     """
     vocab = min(e.vocab_size for e in engines.values())
-    batches = {s.name: prompt_ids(s, vocab, rounds.seed) for s in scenarios}
-    return interleave(list(engines), scenarios, rounds,
-                      lambda label, s, timed: engines[label].timed_generate(
-                          batches[s.name], s.output_len),
-                      progress)
+    batch: dict[tuple[str, int], list[list[int]]] = {}
+    wall: dict[str, dict[str, list[float]]] = {c: {s.name: [] for s in scenarios}
+                                               for c in engines}
+
+    def call(label: str, s: Scenario, r: int, timed: bool) -> float:
+        key = (s.name, rounds.first + r)
+        if key not in batch:  # the round's ids, the same for every configuration
+            batch.clear()
+            batch[key] = prompt_ids(s, vocab, rounds.seed, rounds.first + r)
+        t0 = time.perf_counter()
+        dt = engines[label].timed_generate(batch[key], s.output_len)
+        if timed:
+            wall[label][s.name].append(time.perf_counter() - t0)
+        return dt
+
+    samples = interleave(list(engines), scenarios, rounds, call, progress)
+    clocks.check(samples, wall, {c: _describe(e, c) for c, e in engines.items()})
+    return samples
+
+
+def _describe(engine, label: str) -> str:
+    describe = getattr(engine, "describe", None)
+    return describe() if callable(describe) else label
 
 
 def interleave(labels: list[str], scenarios: list, rounds: Rounds,
@@ -85,8 +113,9 @@ def interleave(labels: list[str], scenarios: list, rounds: Rounds,
                ) -> dict[str, dict[str, list[float]]]:
     """The schedule itself, for any kind of call: ``rounds.warmup`` rounds, then
     :func:`balanced_rounds` timed ones; per round and scenario each label once, in the
-    rotating :func:`orders`. ``call(label, scenario, timed)`` returns seconds; the
-    timed ones are the samples ``{label: {scenario name: [seconds, ...]}}``."""
+    rotating :func:`orders`. ``call(label, scenario, round, timed)`` returns seconds
+    (``round`` counts from 0, warm-up rounds included); the timed ones are the samples
+    ``{label: {scenario name: [seconds, ...]}}``."""
     warmup, settle_s = rounds.warmup, rounds.settle_s
     timed = balanced_rounds(rounds.timed, len(labels))
     samples: dict[str, dict[str, list[float]]] = {c: {s.name: [] for s in scenarios}
@@ -100,7 +129,7 @@ def interleave(labels: list[str], scenarios: list, rounds: Rounds,
                     progress.set_postfix_str(f"{tag} {s.name} {label}")
                 if settle_s:
                     time.sleep(settle_s)
-                dt = call(label, s, r >= warmup)
+                dt = call(label, s, r, r >= warmup)
                 if r >= warmup:
                     samples[label][s.name].append(dt)
                 if progress is not None:

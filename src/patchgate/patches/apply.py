@@ -33,12 +33,16 @@ def load_module(patch: Patch) -> types.ModuleType:
     return import_source(patch.path, patch.order, source)
 
 
-def apply_patches(model: object, patches: Sequence[Patch], engine: str) -> object:
-    """Run ``apply(model)`` of each patch for ``engine``, in order; returns the final model."""
+def apply_patches(model: object, patches: Sequence[Patch], engine: str,
+                  on_patch=None) -> object:
+    """Run ``apply(model)`` of each patch for ``engine``, in order; returns the final model.
+    ``on_patch(name)`` (optional) is told before each patch is imported and applied."""
     check_engine(engine)
     for patch in patches:
         if not (patch.has_apply and patch.applies_to(engine)):
             continue
+        if on_patch is not None:
+            on_patch(patch.name)
         module = load_module(patch)
         try:
             result = module.apply(model)

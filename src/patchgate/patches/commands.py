@@ -1,10 +1,16 @@
-"""``patchgate check``: validate a patch folder, fast (no model, no measurement)."""
+"""``patchgate check``: validate a patch folder, fast (no model, no measurement).
+
+Every file is parsed and checked (:mod:`.discover`), then imported once in a scratch
+process within the profile's ``call_timeout_s`` (:mod:`.probe`): an import that fails,
+exits, hangs or writes into ``baselines/`` or CHANGELOG.md is an error naming the patch.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from .discover import discover
+from .probe import probe
 
 
 def add_command(sub, root: Path) -> None:
@@ -12,14 +18,26 @@ def add_command(sub, root: Path) -> None:
                         "measurement); for pre-commit and the first CI step")
     ck.add_argument("--patches", type=Path, default=root / "model_patches",
                     help="folder of NNNN-slug.py patches (default: model_patches/)")
+    ck.add_argument("--profile", default="default",
+                    help="the profile whose call_timeout_s limits each import (default: "
+                    "default)")
+    ck.add_argument("--baselines", type=Path, default=root / "baselines",
+                    help="stored results a patch must not write (default: baselines/)")
+    ck.add_argument("--changelog", type=Path, default=root / "CHANGELOG.md")
     ck.set_defaults(handler=check)
 
 
 def check(args) -> int:
+    from ..profile import get_profile
+
+    profile = get_profile(args.profile)
     patches = discover(args.patches)
+    probe([p for p in patches if p.has_apply], profile.call_timeout_s,
+          [args.baselines, args.changelog])
     for p in patches:
         engines = ", ".join(p.engines)
         args_ = f"; SERVER_ARGS {p.server_args}" if p.server_args else ""
         print(f"ok  {p.name}: {p.title} (engines: {engines}{args_})")
-    print(f"{len(patches)} patch(es) in {args.patches}: valid")
+    print(f"{len(patches)} patch(es) in {args.patches} (parsed, and imported once in a "
+          "scratch process): valid")
     return 0

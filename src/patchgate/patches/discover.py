@@ -16,17 +16,19 @@ A patch needs ``apply`` or a non-empty ``SERVER_ARGS``. In the folder, ``__init_
 ``README.md`` and names starting with ``_`` or ``.`` are ignored; any other ``*.py`` must
 be named ``NNNN-slug.py``.
 
-:func:`discover` imports and checks every patch before it returns, so a broken patch
-stops a run before a model is loaded. Each import runs the file's own bytes (no
-bytecode cache) under a private module name that is removed from ``sys.modules``
-afterwards. Module-level code runs at every import (at discovery, and again where the
-model lives): keep side effects inside ``apply``.
+:func:`discover` checks every patch **by parsing it** (its syntax tree), before it
+returns: the docstring, ``ENGINES`` and ``SERVER_ARGS`` as literals, ``apply`` as a
+function of one positional argument. No patch code runs in the gate's process: a
+patch is code from a pull request, and the process that computes the verdict must not
+run it. The files are imported only where the model lives (the engine processes) and,
+before the engines start, once in a throwaway process with a time limit
+(:mod:`.probe`), so an import that fails or hangs is named early.
 '''
 
 from __future__ import annotations
 
+import ast
 import hashlib
-import inspect
 import json
 import re
 import textwrap
@@ -34,8 +36,10 @@ from pathlib import Path
 
 from .. import registry
 from ..errors import PatchgateError
-from .apply import import_source, read
+from .apply import read
 from .patch import Patch
+
+NOT_RUN = object()  # a top-level name bound by something else than a literal
 
 NAME_PATTERN = re.compile(r"^(\d{4})-[a-z0-9][a-z0-9-]*\.py$")
 _IGNORED_NAMES = frozenset({"__init__.py", "README.md"})
@@ -81,11 +85,12 @@ def _ignored(name: str) -> bool:
 
 def _validate(path: Path, order: int) -> Patch:
     source = read(path)
-    module = import_source(path, order, source)
-    title, description = _docstring(path, module.__doc__)
-    engines = _engines(path, vars(module))
-    server_args = _server_args(path, vars(module))
-    has_apply = _check_apply(path, vars(module))
+    tree = _parse(path, source)
+    title, description = _docstring(path, ast.get_docstring(tree, clean=False))
+    names = _top_level(path, tree)
+    engines = _engines(path, names)
+    server_args = _server_args(path, names)
+    has_apply = _check_apply(path, names)
     if not has_apply and not server_args:
         raise PatchgateError(
             f"patch {path}: does nothing (no apply() and no SERVER_ARGS)",
@@ -102,6 +107,84 @@ def _validate(path: Path, order: int) -> Patch:
         has_apply=has_apply,
         sha256=hashlib.sha256(source).hexdigest(),
     )
+
+
+def _parse(path: Path, source: bytes) -> ast.Module:
+    hint = f"fix the patch or move it out of {path.parent}"
+    try:
+        return ast.parse(source, filename=str(path))
+    except SyntaxError as exc:
+        raise PatchgateError(
+            f"patch {path}: {type(exc).__name__} at line {exc.lineno}: {exc.msg}", hint=hint
+        ) from exc
+    except ValueError as exc:  # e.g. null bytes in the source
+        raise PatchgateError(f"patch {path}: cannot be compiled: {exc}", hint=hint) from exc
+
+
+_READ = ("ENGINES", "SERVER_ARGS", "apply")
+
+
+def _top_level(path: Path, tree: ast.Module) -> dict:
+    """What the module binds at its top level to the names the gate reads: a literal's
+    value, an ``ast.FunctionDef`` for ``def apply``, or :data:`NOT_RUN` (bound by
+    something that would have to run: an import, a call, a loop...). A name bound
+    twice is an error: which binding counts would depend on running the file."""
+    found: dict = {}
+
+    def bind(name: str, value, line: int) -> None:
+        if name not in _READ:
+            return
+        if name in found:
+            raise PatchgateError(
+                f"patch {path}: {name} is bound more than once (again at line {line})",
+                hint=f"define {name} once, at the top level of the file")
+        found[name] = value
+
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bind(node.name, node if isinstance(node, ast.FunctionDef) else NOT_RUN,
+                 node.lineno)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for name in _names(target):
+                    bind(name, _literal(node.value) if isinstance(target, ast.Name)
+                         else NOT_RUN, node.lineno)
+        else:
+            for sub in ast.walk(node):  # imports, loops, with, if, augmented assignments
+                for name in _bound_names(sub):
+                    bind(name, NOT_RUN, getattr(sub, "lineno", node.lineno))
+    return found
+
+
+def _names(target: ast.AST) -> list[str]:
+    return [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
+
+
+def _bound_names(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return [(a.asname or a.name).split(".")[0] for a in node.names]
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+        return [node.id]
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return [node.name]
+    return []
+
+
+def _literal(node: ast.AST | None):
+    if node is None:
+        return NOT_RUN
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return NOT_RUN
+
+
+def _not_literal(path: Path, name: str, what: str):
+    raise PatchgateError(
+        f"patch {path}: {name} must be written as a literal {what} (patchgate reads it "
+        "without running the file)",
+        hint=f"write {name} = ... with the value itself, not computed or imported")
 
 
 def _docstring(path: Path, doc: str | None) -> tuple[str, str]:
@@ -126,6 +209,8 @@ def _engines(path: Path, namespace: dict) -> tuple[str, ...]:
     if "ENGINES" not in namespace:
         return known_engines
     value = namespace["ENGINES"]
+    if value is NOT_RUN:
+        _not_literal(path, "ENGINES", "tuple of engine names")
     known = ", ".join(known_engines)
     hint = f"set ENGINES to a tuple of engine names ({known}), or remove it for every engine"
     if not isinstance(value, (tuple, list)) or not all(isinstance(e, str) for e in value):
@@ -147,6 +232,8 @@ def _server_args(path: Path, namespace: dict) -> dict:
     if "SERVER_ARGS" not in namespace:
         return {}
     value = namespace["SERVER_ARGS"]
+    if value is NOT_RUN:
+        _not_literal(path, "SERVER_ARGS", "dict")
     hint = 'set SERVER_ARGS to a dict of engine settings, e.g. {"kv_cache_dtype": "fp8_e4m3"}'
     if not isinstance(value, dict):
         raise PatchgateError(
@@ -169,24 +256,23 @@ def _server_args(path: Path, namespace: dict) -> dict:
 
 
 def _check_apply(path: Path, namespace: dict) -> bool:
+    """``def apply(model)`` at the top level, callable with the model as its one
+    positional argument (extra parameters need defaults)."""
     if "apply" not in namespace:
         return False
-    apply = namespace["apply"]
+    node = namespace["apply"]
     hint = "define `def apply(model):` taking the loaded model as its one argument"
-    if not callable(apply):
+    if not isinstance(node, ast.FunctionDef):
+        what = ("bound by other code than a top-level def" if node is NOT_RUN
+                else type(node).__name__)
+        raise PatchgateError(f"patch {path}: apply must be a function, not {what}",
+                             hint=hint)
+    a = node.args
+    positional = a.posonlyargs + a.args
+    required = len(positional) - len(a.defaults)
+    kw_required = [k.arg for k, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is None]
+    if required > 1 or kw_required or not (positional or a.vararg):
         raise PatchgateError(
-            f"patch {path}: apply must be a function, not {type(apply).__name__}", hint=hint
-        )
-    try:
-        signature = inspect.signature(apply)
-    except (TypeError, ValueError) as exc:
-        raise PatchgateError(f"patch {path}: apply's signature cannot be read", hint=hint) from exc
-    try:
-        signature.bind(object())
-    except TypeError as exc:
-        raise PatchgateError(
-            f"patch {path}: apply{signature} must accept exactly one positional argument "
-            "(the model)",
-            hint=hint,
-        ) from exc
+            f"patch {path}: apply({ast.unparse(a)}) must accept exactly one positional "
+            "argument (the model)", hint=hint)
     return True

@@ -125,3 +125,21 @@ def write_badges(baselines_dir: Path, profile: str, out_dir: Path) -> list[Path]
              for kind, badge in badges_for(current, path).items()}
     atomic_write_many(files)
     return list(files)
+
+
+VERDICT_COLORS = {"accepted": GREEN, "rejected": RED, "inconclusive": YELLOW}
+
+
+def verdict_badge(verdict: dict) -> Badge:
+    """The state of one run (a pull request's): accepted, rejected, inconclusive (its own
+    state, never shown as accepted), skipped or error."""
+    status = verdict["verdict"]
+    return Badge(f"patchgate {verdict.get('profile', '?')}", status,
+                 VERDICT_COLORS.get(status, LABEL_COLOR))
+
+
+def write_verdict_badge(verdict: dict, out_dir: Path) -> Path:
+    """Write ``<out_dir>/<profile>-verdict.svg``; returns the path."""
+    path = Path(out_dir) / f"{verdict.get('profile', 'unknown')}-verdict.svg"
+    atomic_write_many({path: render_svg(verdict_badge(verdict))})
+    return path

@@ -36,6 +36,9 @@ def add_command(sub, root: Path) -> None:
     b.add_argument("--out", type=Path, default=root / "docs" / "badges",
                    help="folder for <profile>-score.svg and <profile>-accuracy.svg "
                    "(default: docs/badges/)")
+    b.add_argument("--verdict", type=Path,
+                   help="also write <profile>-verdict.svg: this run's state (accepted, "
+                   "rejected, inconclusive), e.g. for a pull request")
     b.set_defaults(handler=badges)
 
     t = sub.add_parser("plot", help="draw the trend of logged changes: score and latency "
@@ -76,8 +79,10 @@ def table(args) -> int:
 
 
 def badges(args) -> int:
-    from .badges import write_badges
+    from .badges import write_badges, write_verdict_badge
 
+    if args.verdict:
+        print(write_verdict_badge(document.load(args.verdict), args.out))
     for path in write_badges(args.baselines, args.profile, args.out):
         print(path)
     return 0

@@ -42,6 +42,7 @@ STYLES = {  # verdict -> marker, colour, legend label
     "reference": ("s", "0.3", "reference"),
     "accepted": ("o", "tab:green", "accepted"),
     "rejected": ("X", "tab:red", "rejected"),
+    "inconclusive": ("P", "tab:orange", "inconclusive"),
     "candidate": ("D", "tab:purple", "this change"),
 }
 
@@ -230,7 +231,7 @@ def _latency_panel(ax, points: list[Point]) -> None:
               if name in p.ratios and p.verdict in ("reference", "accepted")]
         ax.plot(on, [points[i].ratios[name] for i in on], marker="o", markersize=4,
                 linestyle=style, color=color, label=name)
-        for verdict in ("rejected", "candidate"):
+        for verdict in ("rejected", "inconclusive", "candidate"):
             off = [i for i, p in enumerate(points) if name in p.ratios and p.verdict == verdict]
             ax.scatter(off, [points[i].ratios[name] for i in off], s=30, zorder=3,
                        marker=STYLES[verdict][0], color=color)

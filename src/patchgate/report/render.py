@@ -16,8 +16,9 @@ from ..verdict.judge import together
 HEADERS = ["scenario", "in->out", "reference", "baseline", "new", "ratio", "CI", "outcome",
            "p", "detectable"]
 LEGEND = ("`+` slower, `-` faster (significant after Holm, beyond the threshold, and again "
-          "in fresh processes), `=` equivalent (the CI lies within the threshold), `~` "
-          "undecided. Ratio: candidate / baseline, paired by round (Hodges-Lehmann).")
+          "in fresh processes), `=` equivalent (the CI lies within the threshold), `≤` not "
+          "slower (the CI ends below the threshold), `~` undecided. Ratio: candidate / "
+          "baseline, paired by round (Hodges-Lehmann).")
 
 
 def _ms(x: float | None) -> str:
@@ -82,6 +83,14 @@ def latency_lines(verdict: dict) -> list[str]:
         f"scenarios and the score); looks taken: {block['looks']}"
         + (f", {block['confirm_looks']} in fresh processes" if block.get("confirm_looks")
            else ""))
+    if block.get("noise") is not None:
+        cal_noise = (verdict.get("calibration") or {}).get("noise")
+        beside = (f"; {block['noise'] / cal_noise:.1f}x the {100 * cal_noise:.2f} % "
+                  "calibrated on this runner" if cal_noise else "")
+        out.append(f"noise: {100 * block['noise']:.2f} % a round (robust SD of the "
+                   f"score-weighted log ratios){beside}")
+    if block.get("inputs"):
+        out.append(f"inputs: {block['inputs']}")
     cal = verdict.get("calibration")
     if cal:
         out.append(f"measured on this runner ({(cal.get('created') or '')[:10]}): "
@@ -278,7 +287,8 @@ def render_terminal(verdict: dict) -> str:
 
 def render_markdown(verdict: dict) -> str:
     """The PR comment / job summary. Starts with a marker so a bot can update it in place."""
-    icon = {"accepted": "✅", "rejected": "❌", "skipped": "⏭️"}.get(verdict["verdict"], "⚠️")
+    icon = {"accepted": "✅", "rejected": "❌", "inconclusive": "❔",
+            "skipped": "⏭️"}.get(verdict["verdict"], "⚠️")
     out = ["<!-- patchgate-report -->",
            f"## {icon} patchgate: {verdict['verdict']} ({verdict.get('profile', '?')})", ""]
     if verdict["verdict"] not in ("error", "skipped"):

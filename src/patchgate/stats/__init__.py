@@ -15,11 +15,13 @@ Standard library only, no I/O. Anything that resamples takes ``seed`` and draws 
 
 from .accuracy import AccuracyComparison, compare_accuracy, mcnemar_exact
 from .changepoint import ChangePoint, e_divisive
-from .core import geometric_mean, median, shift_interval
+from .core import geometric_mean, median, robust_sd, shift_interval
 from .paired import (
     EQUIVALENT,
     FASTER,
+    NOT_SLOWER,
     OUTCOMES,
+    SHOWN_NOT_SLOWER,
     SLOWER,
     UNDECIDED,
     Location,
@@ -38,10 +40,12 @@ from .rates import Rate, rate
 from .score import correctness_coefficient, score, speed_score
 
 __all__ = [
-    "EQUIVALENT", "FASTER", "OUTCOMES", "SLOWER", "UNDECIDED",
+    "EQUIVALENT", "FASTER", "NOT_SLOWER", "OUTCOMES", "SHOWN_NOT_SLOWER", "SLOWER",
+    "UNDECIDED",
     "AccuracyComparison", "ChangePoint", "Location", "PairedComparison", "Rate",
     "SignedRank", "compare_accuracy", "compare_differences", "compare_paired",
     "correctness_coefficient", "e_divisive", "geometric_mean", "hodges_lehmann", "holm",
     "log_ratios", "mcnemar_exact", "median", "outcome", "pooled_differences", "rate",
+    "robust_sd",
     "score", "shift_interval", "signed_rank", "speed_score",
 ]

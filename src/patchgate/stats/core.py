@@ -28,6 +28,14 @@ def median(xs: Sequence[float]) -> float:
     return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
+def robust_sd(xs: Sequence[float]) -> float:
+    """1.4826 x the median absolute deviation: the standard deviation of normal data,
+    robust to the heavy tails of call times (one slow call moves it by one rank)."""
+    values = _nonempty(xs, "xs")
+    m = median(values)
+    return 1.4826 * median([abs(x - m) for x in values])
+
+
 def geometric_mean(xs: Sequence[float]) -> float:
     """The geometric mean of ``xs``; every value must be > 0."""
     vals = _nonempty(xs)

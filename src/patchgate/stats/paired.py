@@ -1,5 +1,5 @@
 """Paired latency statistics: one log ratio per round, a signed-rank test, a
-Hodges-Lehmann estimate with its distribution-free interval, and three outcomes.
+Hodges-Lehmann estimate with its distribution-free interval, and five outcomes.
 
 Every round measures every configuration back to back, so round i gives the log
 ratio ``d_i = log(candidate_i / baseline_i)``. A drift of the machine that lasts
@@ -18,7 +18,11 @@ Outcomes (:func:`outcome`), for a threshold t (0.05 = 5 %):
 - ``faster``: the mirror image;
 - ``equivalent``: the interval lies inside (1 / (1 + t), 1 + t): two one-sided tests
   (TOST) say the change is smaller than the threshold either way;
+- ``not slower``: the interval's upper end lies below 1 + t, its lower end does not
+  clear 1 / (1 + t): shown not slower beyond the threshold (a non-inferiority test),
+  maybe faster; what an accepted change must show;
 - ``undecided``: none of these; the run could not tell. More rounds may decide it.
+  A change is never accepted on this one: "not shown slower" is not "shown not slower".
 
 Pure: lists of floats in, frozen dataclasses out; no I/O.
 """
@@ -35,7 +39,9 @@ from .core import _nonempty, lower_cut, median
 
 EXACT_MAX_N = 60  # exact signed-rank distribution up to this many pairs (no ties)
 SLOWER, FASTER, EQUIVALENT, UNDECIDED = "slower", "faster", "equivalent", "undecided"
-OUTCOMES = (SLOWER, FASTER, EQUIVALENT, UNDECIDED)
+NOT_SLOWER = "not slower"
+OUTCOMES = (SLOWER, FASTER, EQUIVALENT, NOT_SLOWER, UNDECIDED)
+SHOWN_NOT_SLOWER = (FASTER, EQUIVALENT, NOT_SLOWER)  # what an accepted change shows
 
 
 def log_ratios(candidate: Sequence[float], baseline: Sequence[float]) -> list[float]:
@@ -215,6 +221,8 @@ def outcome(cmp: PairedComparison, threshold: float, slower_significant: bool,
         return FASTER
     if cmp.ci_low > lo and cmp.ci_high < hi:
         return EQUIVALENT
+    if cmp.ci_high < hi:
+        return NOT_SLOWER
     return UNDECIDED
 
 

@@ -16,7 +16,8 @@ from ..errors import PatchgateError
 from ..files import read_json
 from .baselines import BaselineStore
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE = (1, 2)  # 1: rejections only, no conditions
 KIND = "patchgate.calibration"
 
 
@@ -26,26 +27,51 @@ def load(path: Path) -> dict | None:
         return None
     hint = f"run `patchgate calibrate` again, or delete {path}"
     doc = read_json(path, hint=hint)
-    if doc.get("kind") != KIND or doc.get("schema_version") != SCHEMA_VERSION:
-        raise PatchgateError(f"{path}: not a calibration file of schema {SCHEMA_VERSION}",
-                             hint=hint)
+    if doc.get("kind") != KIND or doc.get("schema_version") not in READABLE:
+        raise PatchgateError(f"{path}: not a calibration file of schema "
+                             f"{' or '.join(map(str, READABLE))}", hint=hint)
     if not isinstance(doc.get("summary"), dict) or "kinds" not in doc["summary"]:
         raise PatchgateError(f"{path}: summary.kinds missing", hint=hint)
     return doc
 
 
+def _count(k: dict, what: str) -> int | None:
+    c = k.get(what)
+    return c.get("count") if isinstance(c, dict) else (c if what == "rejected" else None)
+
+
+def _text(kinds: dict) -> str:
+    parts = []
+    for label, k in sorted(kinds.items(), key=lambda kv: kv[1]["planted"]):
+        n, rejected = k["runs"], _count(k, "rejected")
+        accepted = _count(k, "accepted")
+        if k["planted"] == 0:
+            part = f"{rejected}/{n} false alarms"
+            inconclusive = _count(k, "inconclusive")
+            if inconclusive is not None:
+                part += f", {inconclusive}/{n} inconclusive"
+        else:
+            part = f"{rejected}/{n} caught at {label}"
+            if accepted is not None:
+                part += f" ({accepted}/{n} accepted)"
+        parts.append(part)
+    return "; ".join(parts)
+
+
 def quote(store: BaselineStore) -> dict | None:
-    """What a verdict says about the measured error rates of its profile, or None."""
+    """What a verdict says about the measured error rates of its profile, or None:
+    "1/20 false alarms, 0/20 inconclusive; 20/20 caught at 10 % (0/20 accepted)", per
+    condition, and the A/A noise the runner had when calibrated (``noise``, quiet)."""
     doc = load(store.calibration_path())
     if doc is None:
         return None
-    kinds = doc["summary"]["kinds"]
-    parts = []
-    for label, k in sorted(kinds.items(), key=lambda kv: kv[1]["planted"]):
-        if k["planted"] == 0:
-            parts.append(f"{k['rejected']}/{k['runs']} false alarms")
-        else:
-            parts.append(f"{k['rejected']}/{k['runs']} caught at {label}")
-    return {"text": "; ".join(parts), "created": doc.get("created"),
-            "settings": doc.get("settings"),
-            "cpu": (doc.get("environment") or {}).get("cpu"), "kinds": kinds}
+    summary = doc["summary"]
+    conditions = summary.get("conditions") or {"quiet": summary["kinds"]}
+    texts = {cond: _text(kinds) for cond, kinds in conditions.items()}
+    text = texts.get("quiet") or next(iter(texts.values()))
+    if "load" in texts:
+        text += f"; under load: {texts['load']}"
+    return {"text": text, "created": doc.get("created"), "settings": doc.get("settings"),
+            "cpu": (doc.get("environment") or {}).get("cpu_model"),
+            "kinds": summary["kinds"], "conditions": texts,
+            "noise": (summary.get("noise") or {}).get("quiet")}

@@ -8,7 +8,7 @@ that older lines still load):
     schema_version  1
     date            ISO-8601 UTC time
     profile         the profile name
-    verdict         "accepted" | "rejected"
+    verdict         "accepted" | "rejected" | "inconclusive"
     kept            true if the run was accepted and written as the new baseline
     new_patches     the names of the patches new in this change
     patches         the candidate's patch names

@@ -15,8 +15,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from .. import files
+from ..errors import PatchgateError
 from ..patches import Patch, skipped
 from . import baselines, changelog, flips, history
+from .lock import writer_lock
 
 
 @dataclass
@@ -34,21 +36,63 @@ class Record:
     environment: dict
 
 
+@dataclass
+class Watch:
+    """The stored files a run read, fingerprinted at its start (before any patch code
+    ran): the baselines of its profile, the change log, the patch folder."""
+
+    roots: list[Path]
+    before: dict
+
+    @classmethod
+    def start(cls, opts) -> Watch:
+        roots = [Path(opts.baselines_dir) / opts.profile.name, Path(opts.changelog),
+                 Path(opts.patches_dir)]
+        return cls(roots, files.fingerprint(roots))
+
+    def check(self) -> None:
+        """Refuse to go on if a watched file changed since the start, naming them."""
+        touched = files.changed(self.before, self.roots)
+        if touched:
+            raise PatchgateError(
+                f"stored files changed during the run: {', '.join(map(str, touched))}; "
+                "nothing was written and no verdict is given",
+                hint="a patch must not write files (patch code runs in the engines), or "
+                "another run wrote them meanwhile: restore them (git checkout) and run again")
+
+
+def planned(opts, store: baselines.BaselineStore) -> list[Path]:
+    """The files this run may write, as its options say (checked writable up front)."""
+    out = [p for p in (opts.json_path,) if p]
+    if opts.json_path:
+        out.append(flips.path_for(opts.json_path))
+    if opts.accept:
+        out += [store.path(role) for role in baselines.ROLES]
+    if opts.accept or opts.record:
+        out += [Path(opts.changelog), store.history_path()]
+    return out
+
+
 def notes(opts, status: str, new_patches: list[str]) -> list[str]:
     """What the verdict says about what this run writes (before it is assembled)."""
     out = []
     keep = opts.accept and status == "accepted"
     if (keep or opts.record) and not new_patches:
         out.append("no new or changed patches: no change-log entry")
-    if opts.accept and status != "accepted":
+    if opts.accept and status == "inconclusive":
+        out.append("inconclusive, so not accepted: baselines/ and CHANGELOG.md left as they "
+                   "were (--accept stores only what was shown not slower)")
+    elif opts.accept and status != "accepted":
         out.append("not accepted: baselines/ and CHANGELOG.md left as they were")
     return out
 
 
-def write(opts, store: baselines.BaselineStore, verdict: dict, record: Record | None) -> None:
+def write(opts, store: baselines.BaselineStore, verdict: dict, record: Record | None,
+          watch: Watch | None = None) -> None:
     """Everything a finished run writes, in one atomic step: the baselines (``--accept``
     and accepted), the change-log entry and the history line (``--accept`` or
-    ``--record``, when something is new), the verdict file and its flipped items."""
+    ``--record``, when something is new), the verdict file and its flipped items. Under
+    the writer lock, and only if the stored files are as the run found them (``watch``)."""
     texts: dict[Path, str] = {}
     keep = opts.accept and verdict["verdict"] == "accepted"
     if keep:
@@ -63,8 +107,17 @@ def write(opts, store: baselines.BaselineStore, verdict: dict, record: Record | 
         if record is not None and record.accuracy.get("flips"):
             texts[flips.path_for(opts.json_path)] = flips.text(record.accuracy["flips"])
         texts[opts.json_path] = files.json_text(verdict, opts.json_path)
-    if texts:
-        files.atomic_write_many(texts)
+    _commit(store, texts, watch)
+
+
+def _commit(store: baselines.BaselineStore, texts: dict[Path, str], watch: Watch | None
+            ) -> None:
+    with writer_lock(store.root):
+        if watch is not None:
+            watch.check()
+        if texts:
+            files.check_writable(texts)
+            files.atomic_write_many(texts)
 
 
 def skipped_notes(opts, current: dict | None, patches: list[Patch]) -> list[str]:
@@ -78,7 +131,7 @@ def skipped_notes(opts, current: dict | None, patches: list[Patch]) -> list[str]
 
 
 def write_skipped(opts, store: baselines.BaselineStore, verdict: dict, current: dict | None,
-                  patches: list[Patch]) -> None:
+                  patches: list[Patch], watch: Watch | None = None) -> None:
     """What a skipped run writes: the verdict file, and with ``--accept`` the current
     baseline with the patches for other engines noted as seen (its measurements
     unchanged), so they are not new next time."""
@@ -89,8 +142,7 @@ def write_skipped(opts, store: baselines.BaselineStore, verdict: dict, current: 
             current, extra=dict(current.get("extra", {}), **others))}))
     if opts.json_path:
         texts[opts.json_path] = files.json_text(verdict, opts.json_path)
-    if texts:
-        files.atomic_write_many(texts)
+    _commit(store, texts, watch)
 
 
 def other_engines(patches: list[Patch], engine: str) -> dict:

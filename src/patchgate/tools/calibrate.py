@@ -25,6 +25,7 @@ paired interval of every scenario beside the unpaired one on the same samples
 from __future__ import annotations
 
 import math
+import os
 import tempfile
 import time
 from dataclasses import dataclass
@@ -39,8 +40,9 @@ from ..latency.measure import balanced_rounds
 from ..patches import discover
 from ..store import baselines, environment
 from ..store.calibration import KIND, SCHEMA_VERSION, load
-from ..verdict.judge import latency_status
+from ..verdict import evidence
 from . import planted
+from .load import cpu_load
 
 
 def _kinds(slowdowns: list[float]) -> list[float]:
@@ -61,14 +63,15 @@ def _patches(folder: Path, fraction: float, engine: str):
 
 
 def one_run(prof, patches, reporter) -> dict:
-    """One latency phase of the candidate ``patches`` against the unpatched model:
-    whether the gate would reject it (:func:`patchgate.verdict.judge.latency_status`,
-    the verdict's own latency rule), and what it measured."""
+    """One latency phase of the candidate ``patches`` against the unpatched model: what
+    the gate would answer (:func:`patchgate.verdict.evidence.status`, the verdict's own
+    latency rule: accepted, rejected or inconclusive), and what it measured."""
     t0 = time.perf_counter()
     sets = {"candidate": patches, "current": [], "reference": []}
     with Configurations(prof, sets, lambda _s: None) as configs:
         configs.start()
         result = looks.run(configs, prof, reporter)
+    outcome = evidence.status(result)
     slower = [item for item in result.decisions["current"]
               if result.final("current", item) == stats.SLOWER]
     first = result.decisions["current"]
@@ -82,10 +85,11 @@ def one_run(prof, patches, reporter) -> dict:
         widths[s.name] = {"paired": _finite(paired.high - paired.low),
                           "unpaired": _finite(hi - lo)}
     return {
-        "rejected": latency_status(result) == "rejected", "slower": slower,
+        "outcome": outcome, "rejected": outcome == evidence.REJECTED, "slower": slower,
         "score_ratio": first[decide.SCORE].comparison.ratio,
         "ratios": {s.name: first[s.name].comparison.ratio for s in result.scenarios},
         "outcomes": {item: result.final("current", item) for item in first},
+        "noise": evidence.noise(result),
         "looks": result.looks, "confirm_looks": result.confirm_looks,
         "ci_widths": widths, "wall_s": round(time.perf_counter() - t0, 1),
     }
@@ -95,19 +99,44 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def summarize(runs: list[dict], slowdowns: list[float]) -> dict:
-    """Rates with exact 95 % intervals per kind, wall time, and the pairing gain."""
-    out: dict = {"kinds": {}}
-    for fraction in _kinds(slowdowns):
-        mine = [r for r in runs if r["planted"] == fraction]
-        if not mine:
-            continue
-        k = sum(r["rejected"] for r in mine)
+def _outcome(run: dict) -> str:
+    """A run's outcome; runs of the first calibrations knew only rejected or not."""
+    return run.get("outcome") or (evidence.REJECTED if run["rejected"] else evidence.ACCEPTED)
+
+
+def _counts(mine: list[dict]) -> dict:
+    out = {"runs": len(mine)}
+    for what in (evidence.REJECTED, evidence.INCONCLUSIVE, evidence.ACCEPTED):
+        k = sum(_outcome(r) == what for r in mine)
         r = stats.rate(k, len(mine))
-        out["kinds"][_label(fraction)] = {
-            "planted": fraction, "rejected": k, "runs": len(mine), "rate": r.rate,
-            "low": r.low, "high": r.high,
-            "median_score_ratio": stats.median([x["score_ratio"] for x in mine])}
+        out[what] = {"count": k, "rate": r.rate, "low": r.low, "high": r.high}
+    return out
+
+
+def summarize(runs: list[dict], slowdowns: list[float]) -> dict:
+    """Per condition (quiet, load) and kind: how many runs were rejected, inconclusive
+    and accepted, each with an exact 95 % interval; the A/A noise; wall time; the
+    pairing gain. ``kinds`` (the quiet condition's rejections) is kept for older readers."""
+    out: dict = {"conditions": {}, "noise": {}}
+    for cond in sorted({r.get("condition", "quiet") for r in runs}):
+        per: dict = {}
+        for fraction in _kinds(slowdowns):
+            mine = [r for r in runs if r["planted"] == fraction
+                    and r.get("condition", "quiet") == cond]
+            if mine:
+                per[_label(fraction)] = {"planted": fraction, **_counts(mine),
+                                         "median_score_ratio": stats.median(
+                                             [x["score_ratio"] for x in mine])}
+        out["conditions"][cond] = per
+        noises = [r["noise"] for r in runs if r["planted"] == 0 and r.get("noise")
+                  and r.get("condition", "quiet") == cond]
+        out["noise"][cond] = stats.median(noises) if noises else None
+    quiet = out["conditions"].get("quiet") or next(iter(out["conditions"].values()), {})
+    out["kinds"] = {label: {"planted": k["planted"], "rejected": k["rejected"]["count"],
+                            "runs": k["runs"], "rate": k["rejected"]["rate"],
+                            "low": k["rejected"]["low"], "high": k["rejected"]["high"],
+                            "median_score_ratio": k["median_score_ratio"]}
+                    for label, k in quiet.items()}
     walls = [r["wall_s"] for r in runs]
     out["wall_s_median"] = stats.median(walls) if walls else None
     gains = {}
@@ -149,18 +178,23 @@ def _previous(target: Path, prof, env: dict) -> list[dict]:
 @dataclass(frozen=True)
 class Plan:
     """What to calibrate: ``runs`` of each kind (A/A and each planted ``slowdowns``
-    fraction), where the file goes (``out``; None: the profile's calibration file), and
-    whether to add to the runs already there (``append``: a calibration spread over
-    several sessions, as GPU leases are)."""
+    fraction) in each of the ``conditions`` ("quiet", and "load": ``load`` busy
+    processes beside the gate, :mod:`.load`), where the file goes (``out``; None: the
+    profile's calibration file), and whether to add to the runs already there
+    (``append``: a calibration spread over several sessions, as GPU leases are)."""
 
     runs: int
     slowdowns: tuple[float, ...]
     out: Path | None = None
     append: bool = False
+    load: int = 0
+    conditions: tuple[str, ...] = ("quiet",)
 
 
 def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
-    """Run the calibration and write its file; returns the document."""
+    """Run the calibration and write its file; returns the document. The runs of every
+    kind and condition are interleaved (A/A quiet, 5 % quiet, ..., A/A load, ...), so a
+    drift of the machine falls on all alike."""
     runs, slowdowns, out, append = plan.runs, list(plan.slowdowns), plan.out, plan.append
     if runs < 1:
         raise PatchgateError("--runs must be at least 1", hint="20 gives a useful interval")
@@ -174,18 +208,22 @@ def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
     records: list[dict] = []
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="patchgate-calibrate-") as tmp:
-        order = [(i, f) for i in range(runs) for f in _kinds(slowdowns)]
-        for n, (i, fraction) in enumerate(order, 1):
+        order = [(i, f, c) for i in range(runs) for c in plan.conditions
+                 for f in _kinds(slowdowns)]
+        for n, (i, fraction, cond) in enumerate(order, 1):
             patches = _patches(Path(tmp), fraction, prof.engine)
-            rec = one_run(prof, patches, _Quiet(reporter))
-            rec |= {"planted": fraction, "run": i}
+            with cpu_load(plan.load if cond == "load" else 0):
+                rec = one_run(prof, patches, _Quiet(reporter))
+            rec |= {"planted": fraction, "run": i, "condition": cond}
             records.append(rec)
-            kind = [r for r in records if r["planted"] == fraction]
-            reporter.say(f"calibrate {n}/{len(order)} {_label(fraction)}: "
-                f"{'rejected' if rec['rejected'] else 'accepted'} "
-                f"(score ratio {rec['score_ratio']:.3f}, {rec['looks']} look(s), "
-                f"{rec['wall_s']:.0f} s); {_label(fraction)} so far "
-                f"{sum(r['rejected'] for r in kind)}/{len(kind)} rejected")
+            kind = [r for r in records if r["planted"] == fraction
+                    and r["condition"] == cond]
+            tally = ", ".join(f"{sum(_outcome(r) == w for r in kind)} {w}"
+                              for w in (evidence.REJECTED, evidence.INCONCLUSIVE,
+                                        evidence.ACCEPTED))
+            reporter.say(f"calibrate {n}/{len(order)} {_label(fraction)} {cond}: "
+                         f"{rec['outcome']} (score ratio {rec['score_ratio']:.3f}, "
+                         f"{rec['looks']} look(s), {rec['wall_s']:.0f} s); so far {tally}")
     records = earlier + records
     kinds = sorted({r["planted"] for r in records} - {0.0})
     doc = {
@@ -194,6 +232,7 @@ def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
         "commit": baselines.git_commit(Path(baselines_dir).parent),
         "environment": env,
         "settings": _settings(prof),
+        "load": {"busy_processes": plan.load, "cpu_count": os.cpu_count()},
         "wall_s": round(time.perf_counter() - t0, 1),
         "summary": summarize(records, kinds),
         "runs": records,
@@ -242,32 +281,6 @@ def stored_pairing_gain(store: baselines.BaselineStore, a: float = 0.025) -> dic
     return out
 
 
-def render(doc: dict) -> str:
-    """The calibration summary as text (terminal, docs)."""
-    from tabulate import tabulate
-
-    rows = [[label, f"{k['rejected']}/{k['runs']}", f"{100 * k['rate']:.0f} %",
-             f"{100 * k['low']:.0f}-{100 * k['high']:.0f} %",
-             f"{k['median_score_ratio']:.3f}"]
-            for label, k in sorted(doc["summary"]["kinds"].items(),
-                                   key=lambda kv: kv[1]["planted"])]
-    s = doc["settings"]
-    lines = [f"profile {doc['profile']}: {s['rounds']} rounds a look, up to {s['max_looks']} "
-             f"looks, threshold {100 * s['threshold']:g} %, alpha {s['alpha']}, "
-             f"confirmation {'on' if s['confirm'] else 'off'}",
-             tabulate(rows, headers=["planted", "rejected", "rate", "95 % CI",
-                                     "median score ratio"], tablefmt="github",
-                      disable_numparse=True)]
-    gains = doc["summary"].get("unpaired_over_paired_ci_width") or {}
-    if gains:
-        lines.append("unpaired / paired CI width (median over runs): " + ", ".join(
-            f"{name} {g:.2f}x" for name, g in gains.items()))
-    if doc["summary"].get("wall_s_median") is not None:
-        lines.append(f"median wall time of one run's latency phase: "
-                     f"{doc['summary']['wall_s_median']:.0f} s; calibration {doc['wall_s']:.0f} s")
-    return "\n".join(lines)
-
-
 def add_command(sub, root: Path) -> None:
     """``patchgate calibrate``."""
     c = sub.add_parser("calibrate", help="measure the gate's latency error rates on this "
@@ -287,12 +300,19 @@ def add_command(sub, root: Path) -> None:
     c.add_argument("--stored", action="store_true",
                    help="measure nothing: the paired and unpaired interval widths of the "
                    "samples stored in <baselines>/<profile>/{reference,current}.json")
+    c.add_argument("--load", type=int, default=0, metavar="N",
+                   help="also measure under load: N busy processes beside the gate, started "
+                   "and ended around each loaded run (the runs are interleaved with quiet "
+                   "ones); 0: quiet only")
+    c.add_argument("--conditions", choices=("both", "quiet", "load"),
+                   help="which conditions to run (default: both with --load, else quiet)")
     c.add_argument("--quiet", action="store_true", help="no progress bars or lines")
     c.set_defaults(handler=handle)
 
 
 def handle(args) -> int:
     from ..profile import get_profile
+    from ..report.calibration import render
     from ..report.console import Reporter
 
     profile = get_profile(args.profile)
@@ -307,12 +327,17 @@ def handle(args) -> int:
     except ValueError:
         raise PatchgateError(f"--slowdowns {args.slowdowns!r}: not comma-separated numbers",
                              hint="e.g. --slowdowns 0.02,0.05,0.1") from None
+    which = args.conditions or ("both" if args.load else "quiet")
+    conditions = ("quiet", "load") if which == "both" else (which,)
+    if "load" in conditions and args.load < 1:
+        raise PatchgateError("--conditions load needs --load N (busy processes)",
+                             hint=f"e.g. --load {os.cpu_count()}")
     reporter = Reporter(quiet=args.quiet)
     reporter.say(f"calibrating {profile.name}: {args.runs} runs x {1 + len(slowdowns)} kinds "
-                 "(A/A and planted slowdowns), each the latency phase of a gate run; nothing "
-                 "is written until the end")
-    doc = calibrate(profile, args.baselines, Plan(args.runs, slowdowns, args.out, args.append),
-                    reporter)
+                 f"x {len(conditions)} condition(s) ({', '.join(conditions)}), each the "
+                 "latency phase of a gate run; nothing is written until the end")
+    doc = calibrate(profile, args.baselines, Plan(args.runs, slowdowns, args.out, args.append,
+                                                  args.load, conditions), reporter)
     print(render(doc))
     return 0
 

@@ -13,8 +13,9 @@ A guard run's outcome is one JSON document (:class:`Verdict`), written by ``guar
 The flipped items beside a verdict (``<verdict>.flips.jsonl``) are a file of their own,
 versioned too: :mod:`patchgate.store.flips`.
 
-``verdict``: accepted | rejected | skipped | error. Versions 1 (before outcomes and
-the latency block) and 2 are read; version 1 renders with its marks.
+``verdict``: accepted | rejected | inconclusive | skipped | error. Versions 1 (before
+outcomes and the latency block), 2 (before "inconclusive", "not slower", the run's noise
+and fresh inputs) and 3 are read; version 1 renders with its marks.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from typing import TypedDict
 from ..errors import PatchgateError
 from ..files import read_json
 
-SCHEMA_VERSION = 2
-READABLE = (1, 2)
+SCHEMA_VERSION = 3
+READABLE = (1, 2, 3)
 KIND = "patchgate.verdict"
 REQUIRED = ("schema_version", "verdict", "reasons", "scenarios")
 HINT = "pass a file written by `patchgate guard --json`"
@@ -104,11 +105,14 @@ class Latency(TypedDict):
     weights: dict[str, float]
     score: Pooled
     best: Pooled | None
+    noise: float | None  # robust SD of the score-weighted per-round log ratios
+    inputs: str  # how the token ids were drawn
 
 
 class Verdict(TypedDict, total=False):
-    """The verdict document. ``verdict``: accepted | rejected | skipped | error; ``reasons``:
-    one sentence per failed check; ``scenarios``: :class:`Row` s; ``latency``:
+    """The verdict document. ``verdict``: accepted | rejected | inconclusive | skipped |
+    error; ``reasons``: one sentence per failed check (for inconclusive: what could not
+    be shown, and what a re-run would need); ``scenarios``: :class:`Row` s; ``latency``:
     :class:`Latency`; ``accuracy``: see :func:`patchgate.verdict.judge.accuracy_block`;
     and from the run (:class:`Facts`): ``profile``, ``patches``, ``new_patches``,
     ``environment``, ``workload``, ``measured``, ``notes``, ``history`` (change

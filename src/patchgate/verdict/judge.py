@@ -13,8 +13,9 @@
   score = (0.4 S1 + 0.3 S8 + 0.3 Sinf) x C.
 
 :func:`judge` gives the checks, reasons and score; the document around them is put
-together once by :func:`patchgate.verdict.document.assemble`. :func:`latency_status`
-is the latency part alone, what calibration asks of every planted run.
+together once by :func:`patchgate.verdict.document.assemble`. The latency part alone
+(accepted, rejected, inconclusive) is :func:`patchgate.verdict.evidence.status`, what
+calibration asks of every planted run.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ from .. import stats
 from ..latency import decide
 from ..latency.looks import LatencyResult
 from ..stats.score import batch_keys
+from . import evidence
 from .document import Confirmation, Latency, Pooled, Row
 
-MARKS = {stats.SLOWER: "+", stats.FASTER: "-", stats.EQUIVALENT: "=", stats.UNDECIDED: "~"}
+MARKS = {stats.SLOWER: "+", stats.FASTER: "-", stats.EQUIVALENT: "=", stats.NOT_SLOWER: "≤",
+         stats.UNDECIDED: "~"}
 
 
 def _num(x: float) -> float | None:
@@ -46,7 +49,7 @@ def _confirmation(lat: LatencyResult, comp: str, item: str) -> Confirmation | No
 
 def _final(lat: LatencyResult, comp: str, item: str) -> str:
     out = lat.final(comp, item)
-    return stats.UNDECIDED if out == "unconfirmed" else out
+    return out
 
 
 def rows(lat: LatencyResult) -> list[Row]:
@@ -89,7 +92,10 @@ def latency_block(lat: LatencyResult, profile) -> Latency:
     return {"threshold": profile.thresholds.latency, "alpha": profile.thresholds.alpha,
             "alpha_look": lat.alpha_look, "max_looks": lat.max_looks, "looks": lat.looks,
             "confirm_looks": lat.confirm_looks, "pairing": "by round",
-            "weights": lat.weights, "score": score, "best": pooled(lat, "best")}
+            "weights": lat.weights, "score": score, "best": pooled(lat, "best"),
+            "noise": evidence.noise(lat),
+            "inputs": "fresh token ids every round (from the profile's seed), the same for "
+                      "every configuration within a round"}
 
 
 def speed_scores(rows: list[Row], batch_sizes: tuple[int, ...]) -> dict[str, float]:
@@ -216,11 +222,14 @@ def latency_reasons(scenario_rows: list[Row], block: Latency, compared_with: str
 
 
 def judge(profile, lat: LatencyResult, accuracy: dict, *, compared_with: str,
-          allow_slower: str | None = None) -> dict:
-    """The judgement: accepted unless accuracy or a latency check fails; reasons in
-    words; S, C and the score. ``allow_slower`` (a maintainer's reason) lets the latency
-    checks pass: what they found is kept under ``allowed_slower``, never the accuracy
-    rule. :func:`patchgate.verdict.document.assemble` makes the document of it."""
+          allow_slower: str | None = None, calibrated_noise: float | None = None) -> dict:
+    """The judgement (:mod:`.evidence`): rejected when accuracy fails or an item is
+    confirmed slower; accepted when accuracy passes and the score is shown not slower;
+    inconclusive otherwise. Reasons in words; S, C and the score. ``allow_slower`` (a
+    maintainer's reason) lets the latency checks pass: what they found is kept under
+    ``allowed_slower``, never the accuracy rule. ``calibrated_noise`` (the runner's
+    measured noise) lets an inconclusive run say how much noisier this one was.
+    :func:`patchgate.verdict.document.assemble` makes the document of it."""
     th = profile.thresholds
     reasons = []
     if accuracy["ratio"] < th.accuracy_reject:
@@ -238,10 +247,17 @@ def judge(profile, lat: LatencyResult, accuracy: dict, *, compared_with: str,
         allowed = {"reason": allow_slower, "slowdowns": slow}
     else:
         reasons += slow
+    if reasons:
+        status = evidence.REJECTED
+    elif allowed is not None or evidence.status(lat) == evidence.ACCEPTED:
+        status = evidence.ACCEPTED
+    else:
+        status = evidence.INCONCLUSIVE
+        reasons = evidence.sentences(block, compared_with, calibrated_noise)
     s = speed_scores(scenario_rows, lat.batch_sizes or profile.batch_sizes)
     c = accuracy["C"]
     out = {
-        "verdict": "rejected" if reasons else "accepted",
+        "verdict": status,
         "reasons": reasons,
         "score": stats.score(s["1"], s["8"], s["inf"], c),
         "S": s,
@@ -255,22 +271,13 @@ def judge(profile, lat: LatencyResult, accuracy: dict, *, compared_with: str,
     return out
 
 
-def latency_status(lat: LatencyResult, comparison: str = "current") -> str:
-    """The latency part of the verdict alone, against ``comparison``: "rejected" when an
-    item ends slower (confirmed in fresh processes), else "accepted"."""
-    decisions = lat.decisions.get(comparison, {})
-    if any(lat.final(comparison, item) == stats.SLOWER for item in decisions):
-        return "rejected"
-    return "accepted"
-
-
 def latency_notes(lat: LatencyResult) -> list[str]:
     """Sentences about the latency result beside its checks: where the first processes
     and the fresh ones disagreed, and a candidate compared with itself."""
     out = []
     for comp, decisions in lat.decisions.items():
         for item, d in decisions.items():
-            if lat.final(comp, item) != "unconfirmed":
+            if not lat.unconfirmed(comp, item):
                 continue
             again = lat.confirmation.get(comp, {}).get(item)
             what = "" if again is None else (

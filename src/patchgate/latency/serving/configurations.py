@@ -36,10 +36,11 @@ def sglang_server(profile, patches, port: int, share: float) -> list[str]:
     return server.launch_command(profile, patches, port, share, known_server_args())
 
 
-def sglang_bench(srv: server.Server, scenario, profile, output_file: Path) -> list[str]:
+def sglang_bench(srv: server.Server, scenario, profile, output_file: Path, seed: int
+                 ) -> list[str]:
     model = profile.model_path()
     return bench.bench_command(srv.url, scenario, (str(model), str(server.tokenizer_path(model))),
-                               profile.seed, output_file)
+                               seed, output_file)
 
 
 @dataclass
@@ -48,7 +49,9 @@ class Launcher:
     commands of their own."""
 
     server: Callable = sglang_server  # (profile, patches, port, share) -> command
-    bench: Callable = sglang_bench  # (server, scenario, profile, output_file) -> command
+    # (server, scenario, profile, output_file, seed) -> command; the seed draws the round's
+    # dataset (each round its own, the same for every configuration)
+    bench: Callable = sglang_bench
     env: dict[str, str] = field(default_factory=dict)  # added to the servers' environment
     grace_s: float = 15.0  # SIGTERM to SIGKILL
 
@@ -110,19 +113,20 @@ class ServingConfigurations(Configurations):
         """:func:`patchgate.latency.measure.measure` for servers: per round and scenario,
         each server flushed and benchmarked once, the order rotating; ``{name: {scenario:
         [duration seconds]}}``, warm-up rounds thrown away, every run's metrics kept."""
-        def call(name, s, timed):
-            result = self.bench(servers[name], s)
+        def call(name, s, r, timed):
+            result = self.bench(servers[name], s, _seed(self.profile.seed, rounds.first + r))
             if timed:
                 self.results.setdefault(name, {}).setdefault(s.name, []).append(result)
             return result.duration_s
 
         return interleave(list(servers), scenarios, rounds, call, progress)
 
-    def bench(self, srv: server.Server, scenario) -> bench.BenchResult:
-        """One bench_serving run of ``scenario`` against ``srv``, the cache flushed first."""
+    def bench(self, srv: server.Server, scenario, seed: int) -> bench.BenchResult:
+        """One bench_serving run of ``scenario`` against ``srv`` on the dataset drawn from
+        ``seed``, the cache flushed first."""
         srv.flush_cache()
         out = srv.folder / f"bench-{scenario.name}.jsonl"
-        cmd = self.launcher.bench(srv, scenario, self.profile, out)
+        cmd = self.launcher.bench(srv, scenario, self.profile, out, seed)
         return bench.run_bench(cmd, scenario, bench.Run(
             out, srv.describe(), self.profile.serving.bench_timeout_s,
             srv.folder / "bench.log"))
@@ -137,7 +141,7 @@ class ServingConfigurations(Configurations):
         srv.post("/start_profile", {"output_dir": str(folder), "activities": ["CPU", "GPU"],
                                     "num_steps": PROFILE_STEPS})
         try:
-            result = self.bench(srv, scenario)
+            result = self.bench(srv, scenario, _seed(self.profile.seed, -1))
         finally:
             # after num_steps the profiler has stopped itself; an answer other than 200
             # here says so and is no error
@@ -151,3 +155,8 @@ class ServingConfigurations(Configurations):
         tables = trace_tables(traces)
         return {"tables": tables, "wall_s": dict.fromkeys(tables, result.duration_s),
                 "files": [p.relative_to(folder).as_posix() for p in traces]}
+
+
+def _seed(seed: int, round_index: int) -> int:
+    """bench_serving's ``--seed`` of a round: its own dataset each round (a positive int)."""
+    return (seed * 1_000_003 + round_index) % (2**31 - 1)

@@ -27,10 +27,7 @@ fake server and bench client).
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import statistics
-import threading
 
 from ...errors import PatchgateError
 from .. import explain as explain_mod
@@ -80,7 +77,7 @@ class ServingSet:
         scenarios = make_scenarios(profile)
         launcher = self.launcher or default_launcher()
         reporter.phase("latency")
-        with _sigterm_interrupts(), ServingConfigurations(
+        with ServingConfigurations(
                 profile, phase.configs.sets, reporter.say, launcher) as configs:
             configs.start()
             result = run(configs, profile, reporter, Schedule(
@@ -94,24 +91,6 @@ class ServingSet:
                     block["folder"] = str(phase.explain_dir)
             return LatencyOutcome(result, how(WHERE, profile.confirm),
                                   serving=metrics(configs, result), explain=block)
-
-
-@contextlib.contextmanager
-def _sigterm_interrupts():
-    """SIGTERM (a CI job cancelled) ends the phase as Ctrl-C does, servers closed on the
-    way out; the previous handler comes back afterwards (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt("SIGTERM")
-
-    old = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
 
 
 def _summary(runs: list[bench.BenchResult]) -> dict:

@@ -1,0 +1,163 @@
+"""Importing the patches once, in a throwaway process with a time limit.
+
+:func:`discover` reads patches without running them. Their module-level code still has
+to run somewhere before the engines load them, or an import that fails or never
+returns would surface minutes later, or never. :func:`probe` imports every patch file
+in a separate Python process whose working directory is an empty scratch folder, one
+file at a time, each within ``timeout_s``; the first that raises, exits or does not
+return is an error naming it. Meanwhile the files named in ``watch`` (the stored
+baselines, the change log) are fingerprinted after each import: a patch that writes
+into them at import is an error naming it. ``patchgate check`` and ``patchgate
+guard`` both probe; nothing a patch does in the probe reaches the verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..errors import PatchgateError
+from ..files import changed, fingerprint
+from .patch import Patch
+
+_CHILD = r"""
+import importlib.util, json, sys, traceback
+for name, path in json.loads(sys.argv[1]):
+    print(json.dumps({"importing": name}), flush=True)
+    try:
+        spec = importlib.util.spec_from_file_location("patchgate_probe_" + name[:4], path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    except BaseException as exc:
+        line = None
+        for frame in traceback.extract_tb(exc.__traceback__):
+            if frame.filename == path:
+                line = frame.lineno
+        print(json.dumps({"error": name, "type": type(exc).__name__, "line": line,
+                          "message": str(exc)[:500]}), flush=True)
+        sys.exit(0)
+    print(json.dumps({"ok": name}), flush=True)
+    sys.stdin.readline()  # the gate checks the watched files before the next import
+"""
+
+
+def probe(patches: list[Patch], timeout_s: float, watch: Iterable[Path] = ()) -> None:
+    """Import ``patches`` in a scratch process (see the module docstring); an error names
+    the first patch that fails, hangs past ``timeout_s`` or writes into ``watch``."""
+    if not patches:
+        return
+    watch = [Path(p) for p in watch]
+    before = fingerprint(watch)
+    args = json.dumps([(p.name, str(Path(p.path).resolve())) for p in patches])
+    with tempfile.TemporaryDirectory(prefix="patchgate-probe-") as scratch:
+        proc = subprocess.Popen([sys.executable, "-c", _CHILD, args], cwd=scratch,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            _follow(proc, {p.name: p for p in patches}, timeout_s, (before, watch))
+        finally:
+            _end(proc)
+
+
+def _follow(proc: subprocess.Popen, by_name: dict[str, Patch], timeout_s: float,
+            watched: tuple[dict, list[Path]]) -> None:
+    lines = _reader(proc)
+    current, done = None, set()
+    while True:
+        try:
+            msg = lines.get(timeout_s if current else max(timeout_s, 60.0))
+        except TimeoutError:
+            patch = by_name.get(current)
+            raise PatchgateError(
+                f"patch {patch.path if patch else current}: importing it did not return "
+                f"within {timeout_s:.0f} s",
+                hint="module-level code must not wait or loop; move work into apply() "
+                "(the profile's call_timeout_s is the limit)") from None
+        if msg is None:
+            if done == set(by_name):
+                return
+            name = current or next(n for n in by_name if n not in done)
+            raise PatchgateError(
+                f"patch {by_name[name].path}: importing it ended the process (exit code "
+                f"{proc.wait(10)})",
+                hint="module-level code must not exit; move work into apply()")
+        name = msg.get("importing") or msg.get("error") or msg.get("ok")
+        if name not in by_name:
+            continue  # a patch printed JSON of its own
+        if "importing" in msg:
+            current = name
+            continue
+        patch = by_name[name]
+        if "error" in msg:
+            where = f" at line {msg['line']}" if msg.get("line") else ""
+            raise PatchgateError(
+                f"patch {patch.path}: import raised {msg['type']}{where}: {msg['message']}",
+                hint=f"fix the patch or move it out of {patch.path.parent}")
+        touched = changed(*watched)
+        if touched:
+            raise PatchgateError(
+                f"patch {patch.path}: importing it changed {', '.join(map(str, touched))}",
+                hint="patch code must not write files; restore them (git checkout) and "
+                "fix the patch")
+        done.add(name)
+        current = None
+        try:
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # it ended; the next message (or its end) says how
+
+
+class _Lines:
+    """JSON lines of the child's stdout, read by a thread; ``get`` waits with a limit."""
+
+    def __init__(self) -> None:
+        self.items: list = []
+        self.cond = threading.Condition()
+
+    def put(self, item) -> None:
+        with self.cond:
+            self.items.append(item)
+            self.cond.notify()
+
+    def get(self, timeout_s: float):
+        deadline = time.monotonic() + timeout_s
+        with self.cond:
+            while not self.items:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                self.cond.wait(left)
+            return self.items.pop(0)
+
+
+def _reader(proc: subprocess.Popen) -> _Lines:
+    out = _Lines()
+
+    def run() -> None:
+        for line in proc.stdout:
+            try:
+                out.put(json.loads(line))
+            except ValueError:
+                continue  # a patch printed something: not ours
+        out.put(None)
+
+    threading.Thread(target=run, daemon=True).start()
+    return out
+
+
+def _end(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, 9)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
+    proc.wait(10)
