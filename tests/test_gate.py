@@ -7,7 +7,6 @@ the accuracy guard runs the full default suite.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -18,6 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import GATE_PROFILE as PROFILE
+from conftest import gate_options as opts
+from conftest import snapshot
 
 from patchgate.cli import main
 from patchgate.engines.configurations import Configurations
@@ -26,7 +28,6 @@ from patchgate.gate import GuardOptions, run_guard
 from patchgate.latency import looks as latency
 from patchgate.latency.scenarios import make_scenarios
 from patchgate.patches import discover
-from patchgate.profile import Lengths, get_profile
 from patchgate.tools import planted
 
 pytestmark = pytest.mark.slow
@@ -34,38 +35,6 @@ pytestmark = pytest.mark.slow
 FIX = Path(__file__).parent / "fixtures"
 GATE = FIX / "gate"
 ROOT = Path(__file__).resolve().parent.parent
-PROFILE = get_profile("default").with_overrides(
-    lengths=Lengths(prefill_input=64, prefill_output=1, decode_input=8, decode_output=12),
-    rounds=7,
-)
-
-
-def opts(tmp: Path, patches: Path, **kw) -> GuardOptions:
-    kw.setdefault("quiet", True)
-    return GuardOptions(profile=PROFILE, patches_dir=patches, baselines_dir=tmp / "baselines",
-                        changelog=tmp / "CHANGELOG.md", **kw)
-
-
-@pytest.fixture(scope="session")
-def reference_dir(tmp_path_factory) -> Path:
-    """Baselines of the unpatched model (created once with --accept)."""
-    tmp = tmp_path_factory.mktemp("gate-ref")
-    empty = tmp / "no_patches"
-    empty.mkdir()
-    v = run_guard(opts(tmp, empty, accept=True))
-    assert v["verdict"] == "accepted"
-    return tmp
-
-
-@pytest.fixture
-def work(reference_dir, tmp_path) -> Path:
-    shutil.copytree(reference_dir / "baselines", tmp_path / "baselines")
-    return tmp_path
-
-
-def snapshot(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def test_first_run_wrote_reference_and_current(reference_dir):
@@ -87,11 +56,12 @@ def test_first_run_wrote_reference_and_current(reference_dir):
 
 def neutral(work, **kw) -> tuple[dict, int]:
     """The gate on a no-op patch: (verdict, runs). A harmless change is rejected for
-    latency noise in about alpha = 5 % of runs by design, and on this shared machine
-    two processes can differ by a steady few per cent; so a rejection for latency
-    alone gets one more run, and two in a row fail the test."""
+    latency noise in about alpha = 5 % of runs by design, and called inconclusive when
+    the machine is too noisy to show it is not slower (a shared machine, another job
+    beside the tests); so a latency-only answer other than accepted gets one more run,
+    and two in a row fail the test."""
     v = run_guard(opts(work, GATE / "neutral", **kw))
-    if v["verdict"] == "rejected" and v["accuracy"]["ratio"] >= 0.99 and \
+    if v["verdict"] in ("rejected", "inconclusive") and v["accuracy"]["ratio"] >= 0.99 and \
             not any("accuracy" in r for r in v["reasons"]):  # latency alone
         return run_guard(opts(work, GATE / "neutral", **kw)), 2
     return v, 1
@@ -104,8 +74,11 @@ def test_neutral_patch_is_accepted(work):
     assert v["accuracy"]["reference_source"].startswith("loaded from")
     assert v["C"] == 1.0
     doc = json.loads((work / "v.json").read_text())
-    assert doc["verdict"] == "accepted" and doc["schema_version"] == 2
-    assert {r["outcome"] for r in doc["scenarios"]} <= {"equivalent", "undecided", "faster"}
+    assert doc["verdict"] == "accepted" and doc["schema_version"] == 3
+    assert {r["outcome"] for r in doc["scenarios"]} <= {"equivalent", "undecided", "faster",
+                                                        "not slower"}
+    assert doc["latency"]["score"]["outcome"] in ("equivalent", "faster", "not slower")
+    assert doc["latency"]["inputs"].startswith("fresh token ids every round")
     assert set(doc["S"]) == {"1", "8", "inf"}
     assert {r["phase"] for r in doc["scenarios"]} == {"prefill", "decode"}
     assert doc["patches"]["candidate"][0]["name"] == "0001-silu-module.py"
@@ -167,18 +140,24 @@ def test_a_slowdown_that_fresh_processes_do_not_repeat_is_not_counted(reporter):
     assert any("fresh engine processes" in line for line in reporter.lines)
 
 
-def test_a_planted_ten_percent_slowdown_of_every_pass_is_rejected(work, tmp_path):
-    """The slowdown that the old gate accepted 4 times out of 4: every forward pass
-    busy-waits for 10 % of its own time. No scenario alone needs to be convincing: the
-    pooled score is."""
+@pytest.mark.parametrize("busy", [0, 2], ids=["quiet", "under-load"])
+def test_a_planted_ten_percent_slowdown_of_every_pass_is_never_accepted(work, tmp_path, busy):
+    """The slowdown that the old gate accepted 4 times out of 4, and once more on a busy
+    machine: every forward pass busy-waits for 10 % of its own time. Whatever the load,
+    it is never accepted: rejected when the run can show it, inconclusive when it
+    cannot (the calibration measures how often each happens)."""
+    from patchgate.tools.load import cpu_load
+
     folder = planted.slowdown(tmp_path / "slow10", 0.10, "transformers")
-    v = run_guard(opts(work, folder))
-    assert v["verdict"] == "rejected", v["latency"]
-    assert v["latency"]["score"]["outcome"] == "slower"
-    assert v["latency"]["score"]["confirmation"]["outcome"] == "slower"
-    # (its measured size is not asserted: on a loaded machine the busy-wait, timed by
-    # the wall clock, grows with the pass; docs/STATISTICS.md quotes calibrated sizes)
-    assert v["reasons"][0].startswith("the score is ")
+    with cpu_load(busy):
+        v = run_guard(opts(work, folder))
+    assert v["verdict"] != "accepted", v["latency"]
+    assert v["latency"]["score"]["outcome"] not in ("equivalent", "faster", "not slower")
+    if v["verdict"] == "rejected":
+        assert v["latency"]["score"]["confirmation"]["outcome"] == "slower"
+        assert v["reasons"][0].startswith("the score is ")
+    else:
+        assert v["reasons"][0].startswith("latency not shown within the 5 % threshold")
 
 
 def test_token_agreement_guard_through_the_gate(work):
@@ -231,7 +210,7 @@ def cli(work: Path, patches: Path, *extra: str) -> int:
     ("nan", "NaN or inf logits"),
     ("bad_server_arg", "0001-fp8-kv.py: SERVER_ARGS sets 'kv_cache_dtype'"),
     ("exit_in_apply", "engine candidate (0001-exit.py): its worker process died while "
-                      "loading the model (exit code 3)"),
+                      "importing and applying patch 0001-exit.py (exit code 3)"),
     ("crash_b64", "patch 0001-crash-b64.py failed while timing a generate call (latency) "
                   "(engine candidate, line 10 in guarded): RuntimeError: planted failure"),
     ("apply_returns_int", "patch 0001-returns.py: apply() returned int, not a model"),

@@ -21,6 +21,7 @@
 #   bash docs/gpu-runs/gpu.sh bg STEP [args]         # a step in the background, from a copy
 #   bash docs/gpu-runs/gpu.sh wait SECONDS           # follow it that long, then pack
 #   bash docs/gpu-runs/gpu.sh issue15                # grow, FP8, int4, mixed (use with bg)
+#   bash docs/gpu-runs/gpu.sh serving-slice          # issue 24: the serving set (use with bg)
 #
 # Verdicts, logs, baselines and the change log of the GPU profiles accumulate in
 # /tmp/logs and /tmp/bl across steps (`seed` starts them from the committed
@@ -154,7 +155,8 @@ serving-alone)
   # fidelity of the serving set: the reference's server and bench_serving run alone, as
   # the gate runs them (python -m patchgate.tools.serving_alone), each scenario 3 times,
   # then each median duration over the reference's in the verdict NAME (within 2 %)
-  profile=$1 name=$2 dir=/tmp/logs/alone-$1
+  profile=$1 name=$2 pname=$(basename "$1" .toml)
+  dir=/tmp/logs/alone-$pname
   rm -rf "$dir"; mkdir -p "$dir"
   mapfile -t cmds < <(python3 -m patchgate.tools.serving_alone --profile "$profile" --out "$dir")
   setsid bash -c "exec ${cmds[0]}" > "$dir/server.log" 2>&1 < /dev/null &
@@ -170,7 +172,7 @@ serving-alone)
   done
   kill -TERM -- "-$spid"; sleep 10; kill -KILL -- "-$spid" 2>/dev/null
   python3 -m patchgate.tools.serving_alone --compare "/tmp/logs/$name.json" "$dir" \
-    | tee "/tmp/logs/fidelity-serving-$profile.txt"
+    | tee "/tmp/logs/fidelity-serving-$pname.txt"
   ;;
 grow)
   # the grown checkpoint into the user's cache ($PATCHGATE_CACHE moves it); prints
@@ -223,6 +225,25 @@ wait)
   running && echo "STILL RUNNING" || echo "DONE"
   tail -n 5 /tmp/logs/bg.log
   bash "$0" pack > /dev/null; ls "$OUT"
+  ;;
+serving-slice)
+  # issue 24's serving slice, in one lease (use with bg): the SGLang chain of
+  # model_patches/ (0001-0003, 0006) against the reference alone (BL=/tmp/bl-alt holds
+  # only reference.json), through the serving set shortened to fit a session
+  # (docs/gpu-runs/profiles/h200-minicpm8b-serving.toml); no server left behind; then
+  # the reference's server and bench_serving run alone (fidelity), and again no server
+  P=docs/gpu-runs/profiles/h200-minicpm8b-serving.toml
+  bash "$0" seed
+  bash "$0" grow
+  bash "$0" pick chain 0001 0002 0003 0006
+  rm -rf /tmp/bl-alt && mkdir -p /tmp/bl-alt/h200-minicpm8b
+  cp /tmp/bl/h200-minicpm8b/reference.json /tmp/bl-alt/h200-minicpm8b/
+  BL=/tmp/bl-alt CL=/tmp/logs/alt-CHANGELOG.md bash "$0" guard "$P" /tmp/pick/chain \
+    h200-minicpm8b-serving-chain
+  bash "$0" no-orphans
+  bash "$0" serving-alone "$P" h200-minicpm8b-serving-chain
+  bash "$0" no-orphans
+  echo "serving-slice done"
   ;;
 issue15)
   # issue 14's acceptance and issue 15's trades on h200-minicpm8b, in one lease:

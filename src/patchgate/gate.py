@@ -97,7 +97,6 @@ def _measure(run: _Run, configs: Configurations, scenario_set, guard, notes: lis
     opts, prof, reporter = run.opts, run.opts.profile, run.reporter
     out = explain.folder_for(opts.json_path) if opts.explain else None
     lat = scenario_set.measure(sets.Phase(prof, configs, reporter, out, opts.json_path is None))
-    configs.ensure_started()
     env = environment.fingerprint(prof.engine, prof.device)
     work = workload.fingerprint(prof.model_path(), prof.task_folder(), prof.model)
     where = f"{_rel(opts.baselines_dir)}/{prof.name}/reference.json"

@@ -61,6 +61,7 @@ class Configurations:
         """(Re)start one engine per distinct patch set of ``labels`` (all by default),
         each in fresh processes; the engines of other labels keep running."""
         keys = {self.keys[lb] for lb in (labels or self.labels)}
+        fresh = any(key in self._engines for key in keys)
         for key in keys:
             eng = self._engines.pop(key, None)
             if eng is not None:
@@ -69,7 +70,7 @@ class Configurations:
         firsts = [name.split("+")[0] for name in self.names()]
         wanted = {lb: self.sets[lb] for lb in firsts if self.keys[lb] in keys}
         started = start_all(self.profile, wanted, self._say, 1 / len(firsts),
-                            {lb: self.name(lb) for lb in wanted}, fresh=self.starts > 1)
+                            {lb: self.name(lb) for lb in wanted}, fresh=fresh)
         for label, eng in started.items():
             self._engines[self.keys[label]] = eng
 
@@ -79,10 +80,13 @@ class Configurations:
         serving set, the accuracy guard's phase does)."""
         return self.starts > 0
 
-    def ensure_started(self) -> None:
-        """Start the engines unless they run already."""
-        if not self.started:
-            self.start()
+    def ensure_started(self, labels: tuple[str, ...] | None = None) -> None:
+        """Start the engines of ``labels`` (all by default) that do not run yet: after
+        the serving set, the guard starts only the engines it needs."""
+        missing = tuple(lb for lb in (labels or self.labels)
+                        if self.keys[lb] not in self._engines)
+        if missing:
+            self.start(missing)
 
     def engine(self, label: str) -> Engine:
         return self._engines[self.keys[label]]

@@ -91,6 +91,7 @@ class AgreementGuard:
         ctx.reporter.phase("accuracy", "accuracy: token agreement with the reference "
                            "(random weights)")
         configs = ctx.configs
+        configs.ensure_started(("reference", "candidate"))
         with ctx.reporter.progress(None, "agreement") as bar:
             ref, cand = run(configs.engine("reference"), configs.engine("candidate"),
                             ctx.profile, bar)

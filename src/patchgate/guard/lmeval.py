@@ -237,6 +237,7 @@ class LmEvalGuard:
 
         prof, configs, reporter = ctx.profile, ctx.configs, ctx.reporter
         reporter.phase("accuracy_candidate", "accuracy: candidate")
+        configs.ensure_started(("candidate",))
         cand = self.one(configs.engine("candidate"), prof, reporter)
         if configs.same("reference", "candidate"):
             return Outcome(cand, cand, "measured now (the candidate has no patches)")
@@ -251,5 +252,6 @@ class LmEvalGuard:
                          f"{'; '.join(changed)}; measured now")
         reporter.phase("accuracy_reference", "accuracy: reference (no stored result for "
                        "this environment, model and tasks)")
+        configs.ensure_started(("reference",))
         ref = self.one(configs.engine("reference"), prof, reporter)
         return Outcome(ref, cand, "measured now", notes=notes)

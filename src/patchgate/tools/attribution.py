@@ -45,6 +45,7 @@ def run(configs: Configurations, new: list[Patch], accuracy: Callable, known: di
     runs the guard on one engine (``{"mean": 0.0}`` where the guard cannot); ``known``
     holds the run's ``reference`` and ``candidate`` results."""
     prof = configs.profile
+    configs.ensure_started(("current", "candidate"))
     base = configs.sets["current"]
     prefixes = [base + new[:j] for j in range(len(new) + 1)]
     names = [f"P{j}" for j in range(len(prefixes))]

@@ -1,0 +1,159 @@
+"""Verdicts that neither noise nor a patch can fake: attacks written against the gate,
+end to end on the default model (CPU). Each one is a class of attack, not a list:
+a patch that swaps the clock, one that caches outputs, one that writes the stored
+files (at import or in apply), one whose import never returns; two gates writing at
+once; a read-only change log; a cancelled run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import gate_options, snapshot
+
+from patchgate.cli import main
+from patchgate.gate import run_guard
+from patchgate.store.baselines import BaselineStore
+
+pytestmark = pytest.mark.slow
+
+FIX = Path(__file__).parent / "fixtures"
+ATTACKS = FIX / "attacks"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(work: Path, patches: Path, *extra: str) -> int:
+    return main(["guard", "--patches", str(patches), "--baselines", str(work / "baselines"),
+                 "--changelog", str(work / "CHANGELOG.md"), "--quiet", "--rounds", "4",
+                 *extra])
+
+
+def patch_file(folder: Path, name: str, body: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(f'"""Attack: {name}."""\n{body}')
+    return folder
+
+
+def test_a_patch_that_swaps_the_clock_gets_an_error(work, capsys):
+    before = snapshot(work)
+    assert cli(work, ATTACKS / "clock", "--accept", "--json", str(work / "v.json")) == 2
+    err = capsys.readouterr().err
+    assert "the engine of candidate (0001-fast-clock.py) reported" in err
+    assert "did not run on the gate's clock" in err
+    assert json.loads((work / "v.json").read_text())["verdict"] == "error"
+    assert {k: v for k, v in snapshot(work).items() if k != "v.json"} == before
+
+
+def test_a_content_cache_gains_nothing(work):
+    """Fresh token ids every round: a cache keyed by the input never hits, so the
+    candidate is no faster (the old gate accepted this at score 544)."""
+    v = run_guard(gate_options(work, ATTACKS / "cache"))
+    prefill = [r for r in v["scenarios"] if r["phase"] == "prefill"]
+    assert all(r["ratio"] > 0.8 for r in prefill), [(r["name"], r["ratio"]) for r in prefill]
+    assert v["score"] < 120
+
+
+def test_a_patch_that_writes_the_baselines_in_apply_cannot_change_a_verdict(work, capsys):
+    current = work / "baselines" / "default" / "current.json"
+    evil = patch_file(work / "p", "0001-mark-accepted.py",
+                      "def apply(model):\n"
+                      f"    open({str(current)!r}, 'a').write(' ')\n")
+    assert cli(work, evil, "--accept", "--record") == 2
+    err = capsys.readouterr().err
+    assert "stored files changed during the run" in err and "current.json" in err
+    assert "ACCEPTED" not in capsys.readouterr().out
+    assert not (work / "CHANGELOG.md").exists()
+
+
+@pytest.mark.parametrize("body, cause", [
+    ("import json, pathlib\np = pathlib.Path({current!r})\n"
+     "d = json.loads(p.read_text())\nd['patches'].append({{'name': '0001-x.py'}})\n"
+     "p.write_text(json.dumps(d))\n", "importing it changed"),
+    ("import time\nwhile True:\n    time.sleep(0.1)\n", "importing it did not return within 5 s"),
+])
+def test_import_time_attacks_are_named_in_seconds_by_guard_and_check(work, capsys, body, cause):
+    current = work / "baselines" / "default" / "current.json"
+    evil = patch_file(work / "p", "0001-x.py",
+                      body.format(current=str(current)) + "def apply(model):\n    pass\n")
+    prof = work / "fast.toml"
+    prof.write_text((ROOT / "profiles" / "default.toml").read_text().replace(
+        "rounds = 10\n", "rounds = 10\ncall_timeout_s = 5\n"))
+    t0 = time.monotonic()
+    assert cli(work, evil, "--profile", str(prof)) == 2
+    err = capsys.readouterr().err
+    assert "0001-x.py" in err and cause in err and "loading engine" not in err
+    assert time.monotonic() - t0 < 60
+    assert main(["check", "--patches", str(evil), "--profile", str(prof),
+                 "--baselines", str(work / "baselines")]) == 2
+    assert cause.split(" within")[0] in capsys.readouterr().err
+
+
+def test_two_concurrent_accepts_leave_valid_files(work):
+    """Two gates accept different new patches on the same baselines at the same time:
+    one writes; the other finds the stored files changed and writes nothing."""
+    folders = [patch_file(work / f"p{i}", f"000{i}-neutral-{i}.py",
+                          "def apply(model):\n    return None\n") for i in (1, 2)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "patchgate", "guard", "--patches", str(f), "--baselines",
+         str(work / "baselines"), "--changelog", str(work / "CHANGELOG.md"), "--accept",
+         "--quiet", "--rounds", "4"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True) for f in folders]
+    outs = [p.communicate(timeout=1500) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    store = BaselineStore(work / "baselines", "default")
+    current = store.load("current")  # valid, whoever wrote it
+    history = store.history()
+    log = (work / "CHANGELOG.md").read_text() if (work / "CHANGELOG.md").exists() else ""
+    written = [i for i, p in enumerate(procs) if p.returncode == 0 and
+               f"000{i + 1}-neutral-{i + 1}.py" in json.dumps(current["patches"])]
+    assert len(written) <= 1 and codes[0] in (0, 3)
+    assert len(history) == log.count("### ") == len(written)
+    for (_out, err), p in zip(outs, procs, strict=True):
+        if p.returncode == 2:
+            assert "stored files changed during the run" in err
+    for line in (store.history_path().read_text().splitlines() if history else []):
+        json.loads(line)  # no torn line
+
+
+def test_a_read_only_changelog_fails_before_anything_runs(work, capsys):
+    log = work / "CHANGELOG.md"
+    log.write_text("# log\n")
+    log.chmod(0o444)
+    try:
+        t0 = time.monotonic()
+        assert cli(work, FIX / "gate" / "neutral", "--record") == 2
+        assert time.monotonic() - t0 < 30
+        err = capsys.readouterr().err
+        assert f"cannot write {log}: it is read-only" in err
+        assert log.read_text() == "# log\n"
+    finally:
+        log.chmod(0o644)
+
+
+def test_sigterm_ends_the_run_like_ctrl_c(work):
+    before = snapshot(work)
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "patchgate", "guard", "--patches", str(FIX / "gate" / "neutral"),
+         "--baselines", str(work / "baselines"), "--changelog", str(work / "CHANGELOG.md"),
+         "--accept", "--json", str(work / "v.json")], cwd=ROOT, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if "latency:" in line:
+            proc.send_signal(signal.SIGTERM)
+            break
+    _, rest = proc.communicate(timeout=120)
+    err = "".join(lines) + rest
+    assert proc.returncode == 2
+    assert "interrupted by SIGTERM during latency" in err
+    assert json.loads((work / "v.json").read_text())["verdict"] == "error"
+    assert {k: v for k, v in snapshot(work).items() if k != "v.json"} == before
