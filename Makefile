@@ -22,7 +22,7 @@ help:
 	@echo "                  (and store a pytest-benchmark run for --benchmark-compare)"
 	@echo "make test         the test suite (CPU)"
 	@echo "make perf         the six latency scenarios with pytest-benchmark"
-	@echo "make perf-compare the same, compared with the committed baseline"
+	@echo "make perf-compare the same, compared with this machine's stored run (make accept stores one)"
 	@echo "make lint         ruff"
 
 $(BIN)/python:

@@ -5,13 +5,17 @@
   call under SGLang), and pytest-benchmark's timer is a clock that advances by exactly
   those seconds (:func:`worker_clock`), so the pipe to the worker is not measured.
   ``--benchmark-timer`` still overrides it.
-- **Compared like with like.** Runs are stored under
-  ``baselines/<profile>/pytest-benchmark/<machine>/`` (``<machine>``: CPU model, core
-  count and GPU, :func:`machine_key`), and pytest-benchmark adds the Python version
-  below it: ``--benchmark-compare`` only ever sees runs of this machine. On a machine
-  with no stored run, the first ``--benchmark-compare`` stores this run as the
-  machine's baseline and says so in one line; ``--benchmark-compare-fail`` then fails
-  the session (nothing was compared), instead of passing silently.
+- **Compared like with like, or not at all.** Runs are stored under
+  ``baselines/<profile>/pytest-benchmark/<key>/`` (or ``<--benchmark-storage>/<key>/``),
+  where ``<key>`` is :func:`patchgate.store.environment.machine_key` of this machine's
+  fingerprint: the CPU's brand, cores, vendor, family/model/stepping, instruction-set
+  flags and AVX-512, the GPU, and the versions of python, torch and the engines, so
+  ``--benchmark-compare`` only ever sees runs of this machine and software. Each stored
+  run records its key and fingerprint (``machine_info["patchgate"]``), and a run of
+  another key is never compared, even when named by path. With no stored run for this
+  key, ``--benchmark-compare`` compares nothing and says so in one line (this key, the
+  keys stored, what differs); ``--benchmark-compare-fail`` then fails the session.
+  ``make accept`` (``pytest perf/ --benchmark-save=accepted``) stores one.
 
 ``PATCHGATE_PROFILE`` chooses the profile (default ``default``; a GPU profile works the
 same way), ``PATCHGATE_PATCHES`` the patch folder (default ``model_patches/``);
@@ -20,9 +24,9 @@ same way), ``PATCHGATE_PATCHES`` the patch folder (default ``model_patches/``);
 
 from __future__ import annotations
 
+import functools
+import json
 import os
-import platform
-import re
 from pathlib import Path
 
 import pytest
@@ -50,42 +54,103 @@ def profile_name() -> str:
     return os.environ.get("PATCHGATE_PROFILE", "default")
 
 
-def machine_key() -> str:
-    """The machine a stored run belongs to: CPU model, cores, and the GPU if any."""
-    from patchgate.store.environment import fingerprint
+@functools.cache
+def machine_fingerprint() -> dict:
+    """This machine's fingerprint, its keys that can change a timing only."""
+    from patchgate.store.environment import fingerprint, timing_keys
 
     env = fingerprint("none", "cpu")
-    parts = [env.get("cpu_model") or platform.processor() or "cpu",
-             f"{env.get('cpu_count')}cpu"]
-    if env.get("gpu_name"):
-        parts.append(f"{env.get('gpu_count')}x {env['gpu_name']}")
-    return re.sub(r"[^A-Za-z0-9]+", "-", " ".join(parts)).strip("-")
+    return {k: env.get(k) for k in timing_keys()}
 
 
-def _stored_runs(storage: Path) -> list[Path]:
-    return sorted(storage.rglob("*.json")) if storage.is_dir() else []
+def machine_key(fp: dict | None = None) -> str:
+    """The key stored runs of this machine (or of the fingerprint ``fp``) go under."""
+    from patchgate.store import environment
+
+    return environment.machine_key(machine_fingerprint() if fp is None else fp)
+
+
+def storage_root(storage: str | None, profile: str) -> Path | None:
+    """The folder holding one folder per key: the profile's ``pytest-benchmark`` folder
+    for pytest-benchmark's default storage, the folder of a ``file://`` storage given,
+    None for other storages."""
+    if storage == DEFAULT_STORAGE:
+        return repo_root() / "baselines" / profile / "pytest-benchmark"
+    if storage and storage.startswith("file://"):
+        return Path(storage.removeprefix("file://"))
+    return None
+
+
+def stored_runs(folder: Path) -> list[Path]:
+    """The runs pytest-benchmark stored in ``folder`` (``<machine_id>/NNNN_<name>.json``)."""
+    return sorted(folder.glob("*/[0-9][0-9][0-9][0-9]_*.json")) if folder.is_dir() else []
+
+
+def no_stored_run(root: Path, key: str, fp: dict) -> str:
+    """The one line that says why nothing was compared: this key, the keys stored and
+    what differs from this machine (where their runs recorded a fingerprint)."""
+    others = []
+    for folder in sorted(p for p in root.glob("*") if p.is_dir() and p.name != key):
+        runs = stored_runs(folder)
+        if not runs:
+            continue
+        theirs = _recorded(runs[-1]).get("fingerprint")
+        if theirs:
+            differ = sorted(k for k in set(fp) | set(theirs) if theirs.get(k) != fp.get(k))
+            others.append(f"{folder.name} (differs in {', '.join(differ) or 'nothing'})")
+        else:
+            others.append(f"{folder.name} (no fingerprint recorded)")
+    return (f"no stored run for this machine (key {key}) under {root}: nothing compared; "
+            f"stored keys: {'; '.join(others) or 'none'}; `make accept` (pytest perf/ "
+            "--benchmark-save=accepted) stores one for this machine")
+
+
+def _recorded(run: Path) -> dict:
+    """The key and fingerprint a stored run recorded (empty if none)."""
+    try:
+        info = json.loads(run.read_text(encoding="utf-8")).get("machine_info") or {}
+    except (OSError, ValueError):
+        return {}
+    return info.get("patchgate") or {}
 
 
 def pytest_configure(config):
     # Runs before pytest-benchmark's own (trylast) configure, which opens the storage.
     opt = config.option
-    if getattr(opt, "benchmark_storage", None) == DEFAULT_STORAGE:
-        store = repo_root() / "baselines" / profile_name() / "pytest-benchmark" / machine_key()
-        opt.benchmark_storage = f"file://{store}"
+    if not hasattr(opt, "benchmark_storage"):
+        return  # pytest-benchmark is not active
+    fp = machine_fingerprint()
+    key = machine_key(fp)
+    config._patchgate_machine = {"key": key, "fingerprint": fp}
+    root = storage_root(opt.benchmark_storage, profile_name())
+    if root is not None:
+        opt.benchmark_storage = f"file://{root / key}"
     if getattr(opt, "benchmark_timer", None) in (DEFAULT_TIMER, "time.perf_counter"):
         opt.benchmark_timer = "perf.conftest.worker_clock"
-    storage = str(getattr(opt, "benchmark_storage", ""))
-    if getattr(opt, "benchmark_compare", None) and storage.startswith("file://"):
-        path = Path(storage.removeprefix("file://"))
-        if not _stored_runs(path):
-            opt.benchmark_compare = []
-            if not getattr(opt, "benchmark_save", None):
-                opt.benchmark_save = "baseline"
-            _notes.append(f"no stored run for this machine ({machine_key()}) under {path}: "
-                          "nothing compared; this run is stored as its baseline")
-            # pytest-benchmark would stop with a usage error; say why and fail instead
-            config._patchgate_compare_fail = getattr(opt, "benchmark_compare_fail", None)
-            opt.benchmark_compare_fail = None
+    if getattr(opt, "benchmark_compare", None) and root is not None and \
+            not stored_runs(root / key):
+        opt.benchmark_compare = []
+        _notes.append(no_stored_run(root, key, fp))
+        # pytest-benchmark would stop with a usage error; say why and fail instead
+        config._patchgate_compare_fail = getattr(opt, "benchmark_compare_fail", None)
+        opt.benchmark_compare_fail = None
+
+
+def pytest_benchmark_update_machine_info(config, machine_info):
+    """Every stored run records this machine's key and fingerprint."""
+    machine_info["patchgate"] = getattr(config, "_patchgate_machine", None)
+
+
+def pytest_benchmark_compare_machine_info(config, benchmarksession, machine_info,
+                                          compared_benchmark):
+    """A stored run of another key is never compared (named by path, or copied in)."""
+    mine = (machine_info.get("patchgate") or {}).get("key")
+    theirs = ((compared_benchmark.get("machine_info") or {}).get("patchgate") or {}).get("key")
+    if theirs != mine:
+        raise pytest.UsageError(
+            f"patchgate: a stored run of another machine (key {theirs or 'not recorded'}) "
+            f"cannot be compared with this one (key {mine}): nothing compared; "
+            "`make accept` stores a run for this machine")
 
 
 def pytest_report_header(config):
@@ -102,7 +167,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 def pytest_sessionfinish(session, exitstatus):
     if getattr(session.config, "_patchgate_compare_fail", None):
         _notes.append("--benchmark-compare-fail: nothing to compare against, so the "
-                      "session fails; run again to compare with the run just stored")
+                      "session fails; `make accept` stores a run for this machine")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

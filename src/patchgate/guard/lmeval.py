@@ -219,12 +219,14 @@ class LmEvalGuard:
     alone = True
 
     def check(self, profile) -> None:
-        from .tasks import manager_for
+        """Before any engine starts: the task names known, every task file of the task
+        folder readable, each task built with its data (:func:`.tasks.check_tasks`)."""
+        from .tasks import check_tasks
 
         if not profile.tasks:
             raise PatchgateError(f"profile {profile.name}: no tasks",
                                  hint="name at least one lm-eval task or group")
-        manager_for(list(profile.tasks), str(profile.task_folder()), profile.task_args)
+        check_tasks(list(profile.tasks), str(profile.task_folder()), profile.task_args)
 
     def one(self, engine, profile, reporter) -> AccuracyResult:
         with reporter.progress(None, "accuracy") as bar:

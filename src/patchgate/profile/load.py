@@ -9,8 +9,10 @@ in the dataclasses alone. ``name`` defaults to the file's name without ``.toml``
 
 Loading checks everything before anything runs: an unknown key, a value of the wrong
 type, a missing required key (``description``, ``model``, ``engine``, ``[lengths]``)
-or a value outside its allowed set is a :class:`~patchgate.errors.PatchgateError`
-that names the file and the key, says what is wrong and lists what is allowed.
+a value outside its allowed set, or a number outside its range (:data:`RANGES`:
+``0 < thresholds.latency < 1``, ``rounds >= 2``, ...) is a
+:class:`~patchgate.errors.PatchgateError` that names the file and the key, says what
+is wrong and what is allowed.
 
     patchgate guard --profile h200-minicpm8b          # profiles/h200-minicpm8b.toml
     patchgate guard --profile path/to/my-model.toml   # any file
@@ -19,6 +21,8 @@ that names the file and the key, says what is wrong and lists what is allowed.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 import re
 import tomllib
 import types
@@ -27,7 +31,7 @@ from pathlib import Path
 
 from .. import registry
 from ..errors import PatchgateError
-from .schema import Profile, repo_root
+from .schema import BATCH_SIZES, Lengths, Profile, repo_root
 
 FOLDER = "profiles"
 CHOICES = {
@@ -201,12 +205,10 @@ def _check_profile(p: Profile, where: _Where) -> None:
                    "use cpu, cuda, cuda:N or mps")
     if not p.tasks and p.guard == "lm_eval":
         where.fail("tasks", "is empty", "name at least one lm-eval task or group")
-    for key in ("rounds", "eval_batch_size", "max_looks"):
-        if getattr(p, key) < 1:
-            where.fail(key, f"= {getattr(p, key)} must be at least 1", f"set {key} >= 1")
-    for name, value in dataclasses.asdict(p.lengths).items():
-        if value < 1:
-            where.fail(f"lengths.{name}", f"= {value} must be at least 1", "token counts are >= 1")
+    for i, task in enumerate(p.tasks):
+        if not task.strip():
+            where.fail(f"tasks[{i}]", "is blank", "name an lm-eval task or group")
+    _check_ranges(p, where)
     for task, sel in p.primary.items():
         if not isinstance(sel, dict) or not sel:
             where.fail(f"primary.{task}", "must be a table with metric and/or filter",
@@ -224,6 +226,106 @@ def _check_profile(p: Profile, where: _Where) -> None:
         if p.grow not in SHAPES:
             where.fail("grow", f"= {p.grow!r} is not a known shape",
                        f"choose one of: {', '.join(SHAPES)}")
+
+
+class Range(typing.NamedTuple):
+    """Allowed values of a number: above ``lo`` (at least, unless ``lo_open``) and below
+    ``hi`` (at most, unless ``hi_open``); None: no bound. Never NaN or infinite."""
+
+    lo: float | None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+
+    def holds(self, v: float) -> bool:
+        return math.isfinite(v) and \
+            (self.lo is None or (v > self.lo if self.lo_open else v >= self.lo)) and \
+            (self.hi is None or (v < self.hi if self.hi_open else v <= self.hi))
+
+    def says(self, key: str) -> str:
+        """``0 < thresholds.latency < 1``, ``rounds >= 2``."""
+        low = "" if self.lo is None else f"{self.lo:g} {'<' if self.lo_open else '<='} "
+        high = "" if self.hi is None else f" {'<' if self.hi_open else '<='} {self.hi:g}"
+        if self.hi is None:  # one bound: "rounds >= 2" reads better than "2 <= rounds"
+            return f"{key} {'>' if self.lo_open else '>='} {self.lo:g}"
+        return f"{low}{key}{high}"
+
+
+_POSITIVE, _COUNT, _FRACTION = Range(0, lo_open=True), Range(1), Range(0, 1, True, True)
+# Every number of a profile and its allowed range ("a.b": field b of the table [a]).
+RANGES = {
+    "rounds": Range(2),  # a paired test needs two rounds
+    "warmup": Range(0),
+    "max_looks": _COUNT,
+    "settle_s": Range(0),
+    "call_timeout_s": _POSITIVE,
+    "eval_batch_size": _COUNT,
+    "threads": _COUNT,
+    "seed": Range(0),
+    "thresholds.latency": _FRACTION,
+    "thresholds.alpha": Range(0, 0.5, True, True),
+    "thresholds.accuracy_reject": Range(0, 1, lo_open=True),
+    "thresholds.c_low": Range(0, 1, lo_open=True),
+    "thresholds.c_high": Range(0, 1, lo_open=True),
+    **{f"lengths.{f.name}": _COUNT for f in dataclasses.fields(Lengths)},
+    "serving.num_prompts": _COUNT,
+    "serving.input_len": _COUNT,
+    "serving.output_len": _COUNT,
+    "serving.startup_timeout_s": _POSITIVE,
+    "serving.bench_timeout_s": _POSITIVE,
+}
+
+
+def _check_ranges(p: Profile, where: _Where) -> None:
+    """Every number inside its range (:data:`RANGES`); the orders between numbers."""
+    for key, allowed in RANGES.items():
+        value = functools.reduce(getattr, key.split("."), p)
+        if value is not None and not allowed.holds(value):
+            default = _default(key)
+            where.fail(key, f"= {value!r} is out of range (allowed: {allowed.says(key)})",
+                       f"set {key} within that range" +
+                       (f", e.g. {default!r} (the default)" if default is not None else ""))
+    th = p.thresholds
+    if th.c_low > th.c_high:
+        where.fail("thresholds.c_low", f"= {th.c_low!r} is above thresholds.c_high = "
+                   f"{th.c_high!r} (allowed: c_low <= c_high)",
+                   "C is 0 below c_low and 1 from c_high on: set c_low <= c_high")
+    _increasing(where, "batch_sizes", p.batch_sizes)
+    for i, c in enumerate(p.serving.concurrencies):
+        if c is not None and c < 1:
+            where.fail(f"serving.concurrencies[{i}]", f"= {c!r} is out of range (allowed: "
+                       f">= 1, or \"{UNLIMITED}\")", "a concurrency is a count of requests")
+    if p.engine_version is not None:
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            Version(p.engine_version)
+        except InvalidVersion:
+            where.fail("engine_version", f"= {p.engine_version!r} is not a version",
+                       'write a version such as "0.5.19"')
+
+
+def _default(key: str):
+    """The default of a profile key ("thresholds.alpha"); None where it has none."""
+    obj = Profile
+    for part in key.split("."):
+        f = next(f for f in dataclasses.fields(obj) if f.name == part)
+        obj = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+        if obj is dataclasses.MISSING:
+            return None
+    return obj
+
+
+def _increasing(where: _Where, key: str, sizes: tuple[int, ...]) -> None:
+    if not sizes:
+        where.fail(key, "is empty", f"e.g. {key} = {list(BATCH_SIZES)}")
+    for i, b in enumerate(sizes):
+        if b < 1:
+            where.fail(f"{key}[{i}]", f"= {b} is out of range (allowed: >= 1)",
+                       f"e.g. {key} = {list(BATCH_SIZES)}")
+        if i and b <= sizes[i - 1]:
+            where.fail(key, f"= {list(sizes)} is not strictly increasing",
+                       f"they stand for S1, S8 and Sinf in order: e.g. {list(BATCH_SIZES)}")
 
 
 def check_engine_version(profile: Profile, ref: str, installed: str | None = None) -> None:

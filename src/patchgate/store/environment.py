@@ -2,19 +2,29 @@
 
 Latency numbers only mean something next to the machine and software that produced
 them, so every stored result carries :func:`fingerprint`: a flat dict of strings,
-ints and ``None`` (JSON as is). :func:`same_environment` lists the keys on which two
+ints, booleans and ``None`` (JSON as is). :func:`same_environment` lists the keys on which two
 fingerprints differ; the baselines module refuses to compare such results unless
 forced.
 
 Call :func:`fingerprint` after the engine has pinned its threads: ``torch_threads``
 is part of the fingerprint.
+
+The CPU is more than its brand name: two "AMD EPYC" with 2 cores each can be a Zen 2
+and a Zen 5 with AVX-512. So the fingerprint records the vendor, the family, model and
+stepping numbers, a short hash of the instruction-set flags and whether AVX-512 is
+there (never the clock: /proc/cpuinfo's MHz moves from one reading to the next).
+:func:`machine_key` names stored timings (``pytest perf/``) by the keys of
+:func:`timing_keys`: the same machine and software, or another key.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
+import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -31,11 +41,13 @@ _CPUINFO = Path("/proc/cpuinfo")
 def fingerprint(engine: str, device: str) -> dict:
     """The environment of this process, for the ``engine`` running on ``device``.
 
-    Keys: ``python``, ``platform`` (OS name), ``machine`` (architecture), ``cpu_model``,
-    ``cpu_count``, ``torch``, ``torch_cuda``, ``gpu_name``, ``gpu_count``,
-    ``gpu_driver``, the version of every registered engine's package (``transformers``,
-    ``sglang``: :mod:`patchgate.registry`), ``lm_eval``, ``engine``, ``device``,
-    ``torch_threads``. Values absent on this machine are ``None``.
+    Keys: ``python``, ``platform`` (OS name), ``machine`` (architecture), ``cpu_model``
+    (the brand name), ``cpu_count``, the CPU's identity (:func:`cpu_identity`:
+    ``cpu_vendor``, ``cpu_family``, ``cpu_model_number``, ``cpu_stepping``,
+    ``cpu_flags``, ``cpu_avx512``), ``torch``, ``torch_cuda``, ``gpu_name``,
+    ``gpu_count``, ``gpu_driver``, the version of every registered engine's package
+    (``transformers``, ``sglang``: :mod:`patchgate.registry`), ``lm_eval``, ``engine``,
+    ``device``, ``torch_threads``. Values absent on this machine are ``None``.
     """
     import torch  # lazily: importing torch takes a second
 
@@ -53,6 +65,7 @@ def fingerprint(engine: str, device: str) -> dict:
         "machine": platform.machine(),
         "cpu_model": _cpu_model(),
         "cpu_count": os.cpu_count(),
+        **cpu_identity(),
         "torch": _version("torch"),
         "torch_cuda": torch.version.cuda,
         "gpu_name": gpu_name,
@@ -64,6 +77,31 @@ def fingerprint(engine: str, device: str) -> dict:
         "device": device,
         "torch_threads": torch.get_num_threads(),
     }
+
+
+def timing_keys() -> tuple[str, ...]:
+    """The keys of a fingerprint that can change a timing: the machine (CPU, GPU, OS) and
+    the software that runs the model (python, torch, every engine's package). Not
+    ``lm_eval``, ``engine``, ``device`` (a stored run's profile says those) nor
+    ``torch_threads`` (the engine sets it)."""
+    engines = tuple(e.package for e in registry.ENGINES.values() if e.package)
+    return ("platform", "machine", "cpu_model", "cpu_count", "cpu_vendor", "cpu_family",
+            "cpu_model_number", "cpu_stepping", "cpu_flags", "cpu_avx512", "gpu_name",
+            "gpu_count", "gpu_driver", "torch", "torch_cuda", "python", *engines)
+
+
+def machine_key(fp: dict) -> str:
+    """The name of stored timings of the fingerprint ``fp``'s machine and software: a
+    readable prefix (CPU brand, cores, GPU) and a short hash of :func:`timing_keys`, e.g.
+    ``AMD-EPYC-2cpu-3f9c1a07b2``. Two fingerprints that differ in any of those keys (a
+    CPU family, a torch version) get different keys."""
+    parts = [str(fp.get("cpu_model") or fp.get("cpu_vendor") or "cpu"),
+             f"{fp.get('cpu_count')}cpu"]
+    if fp.get("gpu_name"):
+        parts.append(f"{fp.get('gpu_count')}x {fp['gpu_name']}")
+    readable = re.sub(r"[^A-Za-z0-9]+", "-", " ".join(parts)).strip("-")
+    timing = json.dumps({k: fp.get(k) for k in timing_keys()}, sort_keys=True)
+    return f"{readable}-{hashlib.sha256(timing.encode()).hexdigest()[:10]}"
 
 
 def same_environment(a: dict, b: dict) -> list[str]:
@@ -105,15 +143,55 @@ def _version(distribution: str) -> str | None:
 
 
 def _cpu_model() -> str | None:
+    return _cpuinfo().get("model name") or platform.processor() or None
+
+
+def cpu_identity(info: dict[str, str] | None = None) -> dict:
+    """What tells two CPUs of one brand name apart, from /proc/cpuinfo (``info``: its
+    first processor's fields): ``cpu_vendor``, ``cpu_family``, ``cpu_model_number``,
+    ``cpu_stepping`` (ints), ``cpu_flags`` (12 hex digits of sha256 over the sorted
+    instruction-set flags) and ``cpu_avx512`` (true or false). ARM's fields (CPU
+    implementer, architecture, part, revision; Features) stand in for x86's. All
+    ``None`` where /proc/cpuinfo is not there. The clock (MHz) is left out: it is noise."""
+    info = _cpuinfo() if info is None else info
+    if not info:
+        return dict.fromkeys(("cpu_vendor", "cpu_family", "cpu_model_number",
+                              "cpu_stepping", "cpu_flags", "cpu_avx512"))
+    flags = sorted(set((info.get("flags") or info.get("Features") or "").split()))
+    return {
+        "cpu_vendor": info.get("vendor_id") or info.get("CPU implementer"),
+        "cpu_family": _number(info.get("cpu family") or info.get("CPU architecture")),
+        "cpu_model_number": _number(info.get("model") or info.get("CPU part")),
+        "cpu_stepping": _number(info.get("stepping") or info.get("CPU revision")),
+        "cpu_flags": hashlib.sha256(" ".join(flags).encode()).hexdigest()[:12]
+        if flags else None,
+        "cpu_avx512": any(f.startswith("avx512") for f in flags),
+    }
+
+
+def _number(value: str | None) -> int | str | None:
+    """``"25"`` -> 25, ``"0xd0c"`` -> 3340; anything else as it is."""
+    if value is None or value.isdigit():
+        return None if value is None else int(value)
+    try:
+        return int(value, 16) if value.lower().startswith("0x") else value
+    except ValueError:
+        return value
+
+
+def _cpuinfo() -> dict[str, str]:
+    """The fields of the first processor in /proc/cpuinfo (ARM's ``CPU ...`` lines may
+    come after the blank line that ends it); empty where there is none."""
+    info: dict[str, str] = {}
     try:
         with _CPUINFO.open(encoding="utf-8", errors="replace") as f:
             for line in f:
                 key, sep, value = line.partition(":")
-                if sep and key.strip() == "model name":
-                    return value.strip()
+                if sep:
+                    info.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return platform.processor() or None
+    return info
 
 
 def _gpu_driver() -> str | None:
