@@ -25,17 +25,16 @@ from .errors import (
     EXIT_REJECTED,
     PatchgateError,
 )
-from .patches import commands as patch_commands
 from .profile import available, get_profile, repo_root
 from .profile import commands as profile_commands
 from .report import commands as report_commands
-from .tools import calibrate, fidelity
+from .tools import calibrate, check, fidelity
 
 EXIT_CODES = ("exit codes: 0 accepted, skipped (no new patch for this engine) or done; "
               "1 rejected; 2 error (bad input, engine failure, Ctrl-C, SIGTERM); "
               "3 inconclusive (the run could not show the change is not slower: re-run "
               "with more rounds or on a quieter runner)")
-COMMANDS = (patch_commands, report_commands, fidelity, calibrate, profile_commands)
+COMMANDS = (check, report_commands, fidelity, calibrate, profile_commands)
 NOTHING_WRITTEN = "nothing under baselines/ or CHANGELOG.md was written"
 
 

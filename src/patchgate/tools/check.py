@@ -1,16 +1,18 @@
 """``patchgate check``: validate a patch folder, fast (no model, no measurement).
 
-Every file is parsed and checked (:mod:`.discover`), then imported once in a scratch
-process within the profile's ``call_timeout_s`` (:mod:`.probe`): an import that fails,
-exits, hangs or writes into ``baselines/`` or CHANGELOG.md is an error naming the patch.
+Every file is parsed and checked (:mod:`patchgate.patches.discover`), then imported once
+in a scratch process within the profile's ``call_timeout_s``
+(:mod:`patchgate.patches.probe`): an import that fails, exits, hangs or writes into
+``baselines/`` or CHANGELOG.md is an error naming the patch.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .discover import discover
-from .probe import probe
+from ..patches.discover import discover
+from ..patches.probe import probe
+from ..profile import get_profile
 
 
 def add_command(sub, root: Path) -> None:
@@ -28,8 +30,6 @@ def add_command(sub, root: Path) -> None:
 
 
 def check(args) -> int:
-    from ..profile import get_profile
-
     profile = get_profile(args.profile)
     patches = discover(args.patches)
     probe([p for p in patches if p.has_apply], profile.call_timeout_s,
