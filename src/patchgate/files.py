@@ -189,7 +189,9 @@ def check_writable(paths: Iterable[Path]) -> None:
     for path in paths:
         path = Path(path)
         if path.exists():
-            if path.is_dir() or not os.access(path, os.W_OK):
+            # the mode too: root may write anything, and an atomic replace ignores the
+            # file's own mode, but a file marked read-only is meant to stay as it is
+            if path.is_dir() or not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222:
                 raise PatchgateError(f"cannot write {path}: it is read-only"
                                      + (" (a folder)" if path.is_dir() else ""),
                                      "make it writable (chmod u+w) or choose another path")
