@@ -84,3 +84,20 @@ def test_invalid_json_is_an_error(tmp_path, capsys):
     path.write_text("{\"verdict\": ")
     assert main(["report", str(path)]) == EXIT_ERROR
     assert f"ERROR {path} is not valid JSON" in capsys.readouterr().err
+
+
+def test_an_inconclusive_verdict_is_its_own_state_in_every_report():
+    import copy
+    import json
+    from pathlib import Path
+
+    from patchgate.report.render import render_results_table, render_terminal
+
+    v = json.loads((Path(__file__).parent / "golden" / "verdict.json").read_text())
+    v = copy.deepcopy(v) | {"verdict": "inconclusive", "reasons": [
+        "latency not shown within the 5 % threshold of the current baseline: ..."]}
+    md = render_markdown(v)
+    assert md.splitlines()[1].startswith("## ❔ patchgate: inconclusive")
+    assert "- latency not shown within the 5 % threshold" in md
+    assert "INCONCLUSIVE  score" in render_terminal(v)
+    assert "| inconclusive |" in render_results_table([("v.json", v)])

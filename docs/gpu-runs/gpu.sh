@@ -20,8 +20,8 @@
 #   bash docs/gpu-runs/gpu.sh pack                   # baselines + logs -> $OUT
 #   bash docs/gpu-runs/gpu.sh bg STEP [args]         # a step in the background, from a copy
 #   bash docs/gpu-runs/gpu.sh wait SECONDS           # follow it that long, then pack
-#   bash docs/gpu-runs/gpu.sh issue15                # grow, FP8, int4, mixed (use with bg)
-#   bash docs/gpu-runs/gpu.sh serving-slice          # issue 24: the serving set (use with bg)
+#   bash docs/gpu-runs/gpu.sh issue15                # grow, FP8, int4, mixed (too long for a call)
+#   bash docs/gpu-runs/gpu.sh serving-slice          # issue 24: the serving set, one call
 #
 # Verdicts, logs, baselines and the change log of the GPU profiles accumulate in
 # /tmp/logs and /tmp/bl across steps (`seed` starts them from the committed
@@ -31,8 +31,9 @@
 # BL=DIR uses other baselines (a trial against the reference only).
 #
 # The device tool re-syncs the working tree on every call and ends a call after 10
-# minutes, so a long sequence runs with `bg` from a copy in /tmp/pg (its output in
-# /tmp/logs/bg.log), and `wait` follows it from the next calls.
+# minutes. A job left running in the background (`bg`) did NOT outlive the call that
+# started it (2026-12-05, twice): run each step in the foreground of its own call, back
+# to back (the machine goes back 30 s after a call returns), and `pack` in the same call.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONPATH="/tmp/site:$PWD/src:$PWD" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
@@ -227,23 +228,20 @@ wait)
   bash "$0" pack > /dev/null; ls "$OUT"
   ;;
 serving-slice)
-  # issue 24's serving slice, in one lease (use with bg): the SGLang chain of
+  # issue 24's serving slice, one call (after seed and grow): the SGLang chain of
   # model_patches/ (0001-0003, 0006) against the reference alone (BL=/tmp/bl-alt holds
-  # only reference.json), through the serving set shortened to fit a session
-  # (docs/gpu-runs/profiles/h200-minicpm8b-serving.toml); no server left behind; then
-  # the reference's server and bench_serving run alone (fidelity), and again no server
+  # only reference.json; its accuracy stands in, --force-environment), through the
+  # serving set shortened to fit a call (docs/gpu-runs/profiles/h200-minicpm8b-serving.toml),
+  # then no server left behind. Next call: `serving-alone "$P" h200-minicpm8b-serving-chain`
+  # (the reference's server and bench_serving alone: fidelity) and `no-orphans`.
   P=docs/gpu-runs/profiles/h200-minicpm8b-serving.toml
-  bash "$0" seed
-  bash "$0" grow
   bash "$0" pick chain 0001 0002 0003 0006
   rm -rf /tmp/bl-alt && mkdir -p /tmp/bl-alt/h200-minicpm8b
   cp /tmp/bl/h200-minicpm8b/reference.json /tmp/bl-alt/h200-minicpm8b/
   BL=/tmp/bl-alt CL=/tmp/logs/alt-CHANGELOG.md bash "$0" guard "$P" /tmp/pick/chain \
-    h200-minicpm8b-serving-chain
+    h200-minicpm8b-serving-chain --force-environment
   bash "$0" no-orphans
-  bash "$0" serving-alone "$P" h200-minicpm8b-serving-chain
-  bash "$0" no-orphans
-  echo "serving-slice done"
+  bash "$0" pack > /dev/null
   ;;
 issue15)
   # issue 14's acceptance and issue 15's trades on h200-minicpm8b, in one lease:
