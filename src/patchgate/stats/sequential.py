@@ -222,8 +222,9 @@ class SequentialGuard:
     task comes next: :func:`stratified_order`) and decides after each call of :meth:`add`.
 
     Pure (no I/O), mutable only in what it has seen. :meth:`add` costs O(1) per item, plus
-    a scan of the grid (O(grid x items seen)) when the capital at d = 0 crosses 1/delta;
-    :meth:`result` scans the grid from both ends of the range inward.
+    a scan of the grid when the capital at d = 0 crosses 1/delta; :meth:`result` scans the
+    grid from both ends of D's range inward. The capital at each grid point is kept and
+    brought up to date, so looking after every block costs O(grid x items) over a run.
     """
 
     def __init__(
@@ -253,6 +254,7 @@ class SequentialGuard:
         self.a: list[float] = []  # each item's null mean at d = 0 (at d: a + B d)
         self.rounds: list[tuple] = []  # (c0, W_rem, v, sum beta, sum beta^2, shape)
         self.done = 0  # items in completed rounds
+        self._capital: dict[tuple[int, float], tuple[float, int, int]] = {}
         self.log_plus = self.log_minus = 0.0  # log capital at d = 0, completed rounds
         self._lp = self._lm = 0.0
         self.decision: str = CONTINUE
@@ -345,11 +347,12 @@ class SequentialGuard:
     # --- the interval ----------------------------------------------------------------
 
     def _log_capital(self, d: float, side: int) -> float:
-        """log K(d) over the completed rounds: side +1 tests D <= d, side -1 D >= d."""
-        total, pos = 0.0, 0
-        for rnd in self.rounds:
-            if pos >= self.done:
-                break
+        """log K(d) over the completed rounds: side +1 tests D <= d, side -1 D >= d.
+        Kept per (side, d) and brought up to date from where it was left, so a guard
+        that asks after every block pays O(grid x items) in all."""
+        total, k, pos = self._capital.get((side, d), (0.0, 0, 0))
+        while pos < self.done:
+            rnd = self.rounds[k]
             shape = rnd[5]
             bet = _bet(rnd, d, side, self.settings)
             if bet:
@@ -357,7 +360,8 @@ class SequentialGuard:
                 total += math.fsum(
                     math.log1p(bet * beta * (z[pos + i] - a[pos + i] - b * d))
                     for i, (beta, _, b, _) in enumerate(shape))
-            pos += len(shape)
+            k, pos = k + 1, pos + len(shape)
+        self._capital[(side, d)] = (total, k, pos)
         return total
 
     def _bound(self, side: int) -> float:
