@@ -1,0 +1,614 @@
+"""A sequential accuracy guard: stop evaluating as soon as the full-set verdict is certain.
+
+The full-set rule: items i in T tasks, reference score r_i and candidate score c_i in
+[0, 1], item weight w_i = W_t / N_t (task t has N_t items and weight W_t, the W_t sum to
+1: ``pooled_weights`` gives today's mean over items, ``task_mean_weights`` the mean over
+tasks). The candidate passes iff R = sum w c / sum w r >= theta, which (when sum w r > 0)
+is the same as
+
+    D = sum_i w_i z_i >= 0,   z_i = c_i - theta r_i in [-theta, 1].
+
+D is the weighted mean of a finite population. The guard sees it in a seeded random
+order, stratified over the tasks (:func:`stratified_order`), a block at a time, and keeps
+an anytime-valid confidence sequence for D built for sampling without replacement (the
+betting confidence sequences of Waudby-Smith & Ramdas, "Confidence sequences for sampling
+without replacement", NeurIPS 2020, arXiv 2006.04347):
+
+- For a null value d, the capital K+(d) bets that D > d. It is a nonnegative
+  supermartingale whenever D <= d (not only at D = d), so by Ville's inequality
+  P(K+(d) ever >= 1/delta) <= delta. K-(d) is the mirror image.
+- The lower end of the interval is the last point of a fixed grid of d, scanned from the
+  bottom of D's possible range upward, up to which every null is rejected; the upper end
+  mirrors it. Each end fails with probability <= delta at any time: it can exceed D only
+  if the grid point just at or above D was rejected.
+- Pass when the lower end is >= 0; reject when the upper end is < 0; else go on. A wrong
+  pass needs D < 0, a wrong reject D >= 0, and a candidate has only one of the two: the
+  early decision differs from the full-set one with probability at most delta (not 2
+  delta), whatever the stopping time. At the last item the decision is the exact
+  full-set rule (:func:`full_set_decision`).
+
+One process for D across the strata. The order interleaves the tasks in a fixed
+proportion; a "round" is the shortest stretch of it that holds every task with items
+left. Item i of task t is a bet 1 + lam_i (z_i - m_i), m_i the mean of the task's unseen
+items under a null vector of task means whose weighted sum is d (the WoR-adjusted mean of
+the paper, per task). The bets of a round are aligned, lam_i N_t / R_ti = kappa W_t / k_t
+(R_ti: the task's items not yet seen; k_t: its items in the round). Given the round's
+start, the expected product of the round's factors is then prod_i (1 + kappa W_t
+delta_t / k_t) <= exp(kappa sum_t W_t delta_t) = exp(kappa (D - d)) <= 1 when D <= d
+(delta_t: true minus null task mean): how D splits over the tasks does not matter, and no
+union bound over the tasks is paid. Bets are fixed before each round (aGRAPA: Kelly's
+g / (v + g^2) for the expected excess g and variance v so far), cut so that no factor can
+fall below 1 - ``truncation``; capital is read at round ends only.
+
+Pure: lists of floats in, frozen dataclasses out; no I/O. Orders come from
+``random.Random(seed)``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from .rates import Rate, rate
+
+PASS, REJECT, CONTINUE = "pass", "reject", "continue"
+STOPPED_ABOVE = "accuracy shown at or above the limit"
+STOPPED_BELOW = "accuracy shown below the limit"
+STOPPED_ALL = "all items evaluated"
+
+
+@dataclass(frozen=True)
+class SequentialSettings:
+    """The guard's knobs, in one place.
+
+    ``theta``: the limit on the ratio (``accuracy_reject``); ``delta``: the allowed rate
+    of early decisions the full set would reverse; ``block``: items between two looks;
+    ``truncation``: a bet never risks more than this fraction of the capital;
+    ``prior_var`` and ``prior_weight``: the variance of z assumed before any item (in
+    units of z) and how many items it counts for, in the bet size.
+    """
+
+    theta: float = 0.99
+    delta: float = 0.01
+    block: int = 16
+    truncation: float = 0.9
+    prior_var: float = 0.25
+    prior_weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.theta > 0:
+            raise ValueError(f"theta must be > 0, got {self.theta}")
+        if not 0 < self.delta < 1:
+            raise ValueError(f"delta must be in (0, 1), got {self.delta}")
+        if self.block < 1:
+            raise ValueError(f"block must be >= 1, got {self.block}")
+        if not 0 < self.truncation < 1:
+            raise ValueError(f"truncation must be in (0, 1), got {self.truncation}")
+        if not (self.prior_var > 0 and self.prior_weight > 0):
+            raise ValueError("prior_var and prior_weight must be > 0")
+
+
+def pooled_weights(task_sizes: Sequence[int]) -> tuple[float, ...]:
+    """Task weights W_t = N_t / N: every item counts the same (the mean over items)."""
+    n = sum(task_sizes)
+    return tuple(s / n for s in task_sizes)
+
+
+def task_mean_weights(task_sizes: Sequence[int]) -> tuple[float, ...]:
+    """Task weights W_t = 1 / T: every task counts the same (the mean over tasks)."""
+    return tuple(1 / len(task_sizes) for _ in task_sizes)
+
+
+def _check_sizes(task_sizes: Sequence[int]) -> list[int]:
+    sizes = list(task_sizes)
+    if not sizes or any(not isinstance(s, int) or s < 1 for s in sizes):
+        raise ValueError(f"task sizes must be integers >= 1, got {sizes}")
+    return sizes
+
+
+def task_sequence(task_sizes: Sequence[int]) -> tuple[int, ...]:
+    """The task of each position of the order: item k of task t sits at (k + 1/2) / N_t,
+    ties to the lower task. After any prefix of p items, task t has had p N_t / N items
+    within 1/2 + T N_t / (2 N) (within one when the tasks are the same size). The same
+    for every seed, so the rounds and bets' alignment are too."""
+    sizes = _check_sizes(task_sizes)
+    keys = sorted(((k + 0.5) / n, t) for t, n in enumerate(sizes) for k in range(n))
+    return tuple(t for _, t in keys)
+
+
+def stratified_order(task_sizes: Sequence[int], seed: int) -> tuple[tuple[int, int], ...]:
+    """A seeded order of ``(task, index)`` pairs: the tasks interleaved by
+    :func:`task_sequence`, each task's items in a uniformly random permutation
+    (``random.Random(seed)``, tasks shuffled in turn). Deterministic in ``seed``."""
+    sizes = _check_sizes(task_sizes)
+    rng = random.Random(seed)
+    perms = []
+    for n in sizes:
+        p = list(range(n))
+        rng.shuffle(p)
+        perms.append(p)
+    seen = [0] * len(sizes)
+    order = []
+    for t in task_sequence(sizes):
+        order.append((t, perms[t][seen[t]]))
+        seen[t] += 1
+    return tuple(order)
+
+
+@dataclass(frozen=True)
+class SequentialResult:
+    """Where the guard stands after ``items_evaluated`` of ``items_total`` items.
+
+    ``decision`` is ``pass``, ``reject`` or ``continue``; ``stopped`` says why it stopped
+    (one of the ``STOPPED_*`` texts) or is None while it goes on. ``low``..``high`` is the
+    interval for D = sum w (c - theta r), the quantity the decision uses: a lower and an
+    upper confidence sequence, each failing with probability <= delta (the two-sided
+    interval covers D at all times with probability >= 1 - 2 delta; the decision errs
+    with probability <= delta, as only one side can be wrong). ``estimate`` is the
+    stratified estimate of D.
+
+    ``ratio_low``..``ratio_high`` is the same interval on the ratio scale:
+    R = theta + D / A_r, with A_r = sum w r the reference mean. It is exact when
+    ``reference_exact`` (A_r known from a complete stored reference); otherwise A_r is the
+    stratified estimate from the items seen and the ratio interval is approximate (the
+    decision, on D, is not). The ratio fields are None when A_r is 0.
+    """
+
+    decision: str
+    stopped: str | None
+    items_evaluated: int
+    items_total: int
+    low: float
+    high: float
+    estimate: float
+    reference_mean: float
+    reference_exact: bool
+    ratio_low: float | None
+    ratio_high: float | None
+    ratio_estimate: float | None
+    delta: float
+
+
+@functools.lru_cache(maxsize=32)
+def _plan(sizes: tuple[int, ...], weights: tuple[float, ...]) -> tuple[tuple, ...]:
+    """Per position: (task, items of the task left before it, its ordinal in its task
+    within the round, its alignment beta, round start, round end). Fixed by the sizes and
+    weights alone, so every seed shares it.
+
+    beta makes the bets of a round aligned: lam_i = bet * beta_i gives
+    sum_{i in round, task t} lam_i N_t / R_ti = bet * n_round / W_rem * W_t."""
+    tasks = task_sequence(sizes)
+    w = [W / n for W, n in zip(weights, sizes, strict=True)]
+    left, plan, pos = list(sizes), [], 0
+    while pos < len(tasks):
+        start, need = pos, {t for t, k in enumerate(left) if k > 0}
+        w_rem = math.fsum(w[t] * left[t] for t in need)
+        while need:
+            need.discard(tasks[pos])
+            pos += 1
+        members = tasks[start:pos]
+        count = {t: members.count(t) for t in members}
+        ordinal = dict.fromkeys(count, 0)
+        for t in members:
+            ordinal[t] += 1
+            beta = w[t] * left[t] / count[t] * len(members) / w_rem
+            plan.append((t, left[t], ordinal[t], beta, start, pos))
+            left[t] -= 1
+    return tuple(plan)
+
+
+GRID_FIRST, GRID_GROWTH = 1e-4, 0.05
+
+
+@functools.lru_cache(maxsize=8)
+def _grid(reach: float) -> tuple[float, ...]:
+    """The fixed grid of nulls d, ascending: 0 and +-1e-4 (1.05^k - 1) / 0.05, k >= 1, out
+    to ``reach``. Fixed before any data, which is what makes the scan in
+    :meth:`SequentialGuard._bound` valid."""
+    pos, k = [], 1
+    while not pos or pos[-1] < reach:
+        pos.append(GRID_FIRST * ((1 + GRID_GROWTH) ** k - 1) / GRID_GROWTH)
+        k += 1
+    return tuple([-x for x in reversed(pos)] + [0.0] + pos)
+
+
+class SequentialGuard:
+    """Accumulates paired scores in the order of :func:`task_sequence` (which item of a
+    task comes next: :func:`stratified_order`) and decides after each call of :meth:`add`.
+
+    Pure (no I/O), mutable only in what it has seen. :meth:`add` costs O(1) per item, plus
+    a scan of the grid when the capital at d = 0 crosses 1/delta; :meth:`result` scans the
+    grid from both ends of D's range inward. The capital at each grid point is kept and
+    brought up to date, so looking after every block costs O(grid x items) over a run.
+    """
+
+    def __init__(
+        self,
+        task_sizes: Sequence[int],
+        task_weights: Sequence[float] | None = None,
+        settings: SequentialSettings = SequentialSettings(),
+    ) -> None:
+        sizes = tuple(_check_sizes(task_sizes))
+        weights = tuple(task_mean_weights(sizes) if task_weights is None else task_weights)
+        if len(weights) != len(sizes) or any(not w > 0 for w in weights):
+            raise ValueError("need one weight > 0 per task")
+        if abs(math.fsum(weights) - 1) > 1e-9:
+            raise ValueError(f"task weights must sum to 1, got {math.fsum(weights)}")
+        self.settings, self.sizes, self.weights = settings, sizes, weights
+        self.w = [W / n for W, n in zip(weights, sizes, strict=True)]
+        self.plan = _plan(sizes, weights)
+        self.total = len(self.plan)
+        self.grid = _grid(max(1.0, settings.theta))
+        self.limit = math.log(1 / settings.delta)
+        T = len(sizes)
+        self.ref: list[list[float]] = [[] for _ in range(T)]
+        self.cand: list[list[float]] = [[] for _ in range(T)]
+        self.n, self.s, self.q = [0] * T, [0.0] * T, [0.0] * T  # per task: seen, sum z, z^2
+        self.d_seen = 0.0
+        self.z: list[float] = []
+        self.a: list[float] = []  # each item's null mean at d = 0 (at d: a + B d)
+        self.rounds: list[tuple] = []  # (c0, W_rem, v, sum beta, sum beta^2, shape)
+        self.done = 0  # items in completed rounds
+        self._capital: dict[tuple[int, float], tuple[float, int, int]] = {}
+        self.log_plus = self.log_minus = 0.0  # log capital at d = 0, completed rounds
+        self._lp = self._lm = 0.0
+        self.decision: str = CONTINUE
+        self.stopped: str | None = None
+
+    @property
+    def seen(self) -> int:
+        return len(self.z)
+
+    def _range(self) -> tuple[float, float]:
+        """Where D can still be: every unseen z at -theta, or every unseen z at 1."""
+        w_rem = math.fsum(w * (N - n) for w, N, n in zip(self.w, self.sizes, self.n, strict=True))
+        return self.d_seen - self.settings.theta * w_rem, self.d_seen + w_rem
+
+    def _open_round(self, pos: int) -> None:
+        """Fix the round's null means (functions of d) and what its bets are made of, from
+        the items before it. Task t's unseen items have null mean zhat_t + (d - c0) / W_rem,
+        zhat_t its mean so far (shrunk to the pooled one): the weighted sum of the null task
+        means is d, and the split of d over the tasks does not matter (module docstring)."""
+        st, a = self.settings, self.settings.prior_weight
+        seen = sum(self.n)
+        pooled = math.fsum(self.s) / seen if seen else 0.0
+        zhat = [(s + a * pooled) / (n + a) for s, n in zip(self.s, self.n, strict=True)]
+        left = [N - n for N, n in zip(self.sizes, self.n, strict=True)]
+        w_rem = math.fsum(w * k for w, k in zip(self.w, left, strict=True))
+        c0 = self.d_seen + math.fsum(w * k * z for w, k, z in zip(self.w, left, zhat, strict=True))
+        shape = []  # per item of the round: (beta, null mean at d = 0 before in-round
+        for t, r_before, j, beta, _, _ in self.plan[pos:self.plan[pos][5]]:  # items, B, extra)
+            r0 = r_before + j - 1  # the task's items left at the round's start
+            shape.append((beta, r0 * (zhat[t] - c0 / w_rem) / r_before,
+                          r0 / (r_before * w_rem), (j - 1) / r_before))
+        ss = math.fsum(q - s * s / n for q, s, n in zip(self.q, self.s, self.n, strict=True) if n)
+        v = (st.prior_var * a + max(ss, 0.0)) / (a + sum(max(n - 1, 0) for n in self.n))
+        rnd = (c0, w_rem, v, math.fsum(x[0] for x in shape),
+               math.fsum(x[0] ** 2 for x in shape), shape)
+        self.rounds.append(rnd)
+        self._bets = (_bet(rnd, 0.0, +1, st), _bet(rnd, 0.0, -1, st))
+        self._partial = [0.0] * len(self.sizes)
+
+    def add(self, reference: Sequence[float], candidate: Sequence[float]) -> str:
+        """The next items of the order, paired; returns ``pass``, ``reject`` or
+        ``continue`` (also in :attr:`decision`). Raises once the guard has stopped."""
+        if self.decision != CONTINUE:
+            raise ValueError(f"the guard has stopped ({self.stopped}); nothing more to add")
+        if len(reference) != len(candidate):
+            raise ValueError(f"paired scores differ in length: {len(reference)} vs "
+                             f"{len(candidate)}")
+        if self.seen + len(reference) > self.total:
+            raise ValueError(f"more items than the {self.total} of the suite")
+        theta = self.settings.theta
+        for r, c in zip(reference, candidate, strict=True):
+            pos = len(self.z)
+            t, r_before, _, _, start, end = self.plan[pos]
+            if pos == start:
+                self._open_round(pos)
+            z = c - theta * r
+            beta, base = self.rounds[-1][5][pos - start][:2]
+            m0 = base - self._partial[t] / r_before
+            self._lp += math.log1p(self._bets[0] * beta * (z - m0))
+            self._lm += math.log1p(self._bets[1] * beta * (z - m0))
+            self._partial[t] += z
+            self.z.append(z)
+            self.a.append(m0)
+            self.n[t] += 1
+            self.s[t] += z
+            self.q[t] += z * z
+            self.d_seen += self.w[t] * z
+            self.ref[t].append(r)
+            self.cand[t].append(c)
+            if pos + 1 == end:
+                self.done, self.log_plus, self.log_minus = end, self._lp, self._lm
+        self._decide()
+        return self.decision
+
+    def _decide(self) -> None:
+        """Pass when the interval lies wholly at or above 0, reject when wholly below;
+        at the last item, the exact full-set rule."""
+        if self.seen == self.total:
+            self.decision = full_set_decision(self.ref, self.cand, self.weights,
+                                              self.settings.theta)
+            self.stopped = STOPPED_ALL
+            return
+        lo, hi = self._range()
+        up = lo > 1e-12 or (self.log_plus > self.limit - 1e-9 and self._bound(+1) >= 0)
+        down = hi < -1e-12 or (self.log_minus > self.limit - 1e-9 and self._bound(-1) < 0)
+        if up != down:
+            self.decision = PASS if up else REJECT
+            self.stopped = STOPPED_ABOVE if up else STOPPED_BELOW
+
+    # --- the interval ----------------------------------------------------------------
+
+    def _log_capital(self, d: float, side: int) -> float:
+        """log K(d) over the completed rounds: side +1 tests D <= d, side -1 D >= d.
+        Kept per (side, d) and brought up to date from where it was left, so a guard
+        that asks after every block pays O(grid x items) in all."""
+        total, k, pos = self._capital.get((side, d), (0.0, 0, 0))
+        while pos < self.done:
+            rnd = self.rounds[k]
+            shape = rnd[5]
+            bet = _bet(rnd, d, side, self.settings)
+            if bet:
+                z, a = self.z, self.a
+                total += math.fsum(
+                    math.log1p(bet * beta * (z[pos + i] - a[pos + i] - b * d))
+                    for i, (beta, _, b, _) in enumerate(shape))
+            k, pos = k + 1, pos + len(shape)
+        self._capital[(side, d)] = (total, k, pos)
+        return total
+
+    def _bound(self, side: int) -> float:
+        """The lower (side +1) or upper (side -1) end of the confidence sequence.
+
+        Scan the fixed grid from the far end of D's range inward (upward for the lower
+        end), as long as each null d is rejected (log K(d) >= log 1/delta); the end is the
+        last rejected grid point, and never inside the range's own end. If it exceeds the
+        true D, the first grid point at or above D was rejected, an event of probability
+        <= delta (Ville): valid whether or not K is monotone in d; conservative by one
+        grid step."""
+        lo, hi = self._range()
+        grid = self.grid[bisect.bisect_left(self.grid, lo):bisect.bisect_right(self.grid, hi)]
+        bound = lo if side > 0 else hi
+        for d in (grid if side > 0 else reversed(grid)):
+            if self._log_capital(d, side) < self.limit:
+                break
+            bound = d
+        return max(bound, lo) if side > 0 else min(bound, hi)
+
+    def result(self, reference_mean: float | None = None) -> SequentialResult:
+        """Where the guard stands, with its interval. ``reference_mean``: the reference's
+        full-set weighted mean when it is known (a complete stored reference); otherwise
+        the ratio scale uses the stratified estimate from the items seen."""
+        theta = self.settings.theta
+        r_means = [math.fsum(x) / len(x) for x in self.ref if x]
+        fill = math.fsum(r_means) / len(r_means) if r_means else 0.0
+        a_r = reference_mean if reference_mean is not None else math.fsum(
+            W * (math.fsum(x) / len(x) if x else fill)
+            for W, x in zip(self.weights, self.ref, strict=True))
+        pooled = math.fsum(self.s) / self.seen if self.seen else 0.0
+        estimate = math.fsum(W * (s / n if n else pooled)
+                             for W, s, n in zip(self.weights, self.s, self.n, strict=True))
+        if self.seen == self.total:
+            low = high = estimate
+        else:
+            low, high = self._bound(+1), self._bound(-1)
+
+        def ratio(x: float) -> float | None:
+            return theta + x / a_r if a_r > 0 else None
+
+        return SequentialResult(
+            decision=self.decision, stopped=self.stopped, items_evaluated=self.seen,
+            items_total=self.total, low=low, high=high, estimate=estimate,
+            reference_mean=a_r, reference_exact=reference_mean is not None,
+            ratio_low=ratio(low), ratio_high=ratio(high), ratio_estimate=ratio(estimate),
+            delta=self.settings.delta)
+
+
+def _bet(rnd: tuple, d: float, side: int, st: SequentialSettings) -> float:
+    """A round's bet at null d: Kelly's g / (v + g^2) for the expected excess g of an item
+    over its null mean (aGRAPA), on this side only, cut so that no factor can fall below
+    1 - truncation whatever the round's items turn out to be."""
+    c0, w_rem, v, b1, b2, shape = rnd
+    g = (c0 - d) / w_rem
+    raw = g * b1 / ((v + g * g) * b2)
+    if raw * side <= 0:
+        return 0.0
+    theta = st.theta
+    if side > 0:  # worst item: z = -theta against the highest null mean
+        worst = max(beta * (base + theta * extra + b * d + theta)
+                    for beta, base, b, extra in shape)
+    else:  # worst item: z = 1 against the lowest null mean
+        worst = max(beta * (1 - base + extra - b * d) for beta, base, b, extra in shape)
+    if worst <= 0:
+        return raw
+    return side * min(abs(raw), st.truncation / worst)
+
+
+def _check_paired(reference: Sequence[Sequence[float]],
+                  candidate: Sequence[Sequence[float]]) -> tuple[int, ...]:
+    sizes = tuple(len(x) for x in reference)
+    if sizes != tuple(len(x) for x in candidate):
+        raise ValueError("reference and candidate differ in their tasks' sizes")
+    _check_sizes(sizes)
+    return sizes
+
+
+def full_set_decision(reference: Sequence[Sequence[float]], candidate: Sequence[Sequence[float]],
+                      task_weights: Sequence[float] | None = None, theta: float = 0.99) -> str:
+    """The full-set rule in exact arithmetic: ``pass`` iff sum w c >= theta sum w r (a tie
+    passes), with theta taken as the decimal it is written as (0.99 = 99/100). A float
+    ratio can land one ulp below the limit at a tie (495/600 over 500/600 gives
+    0.98999...), which this rule does not."""
+    sizes = _check_paired(reference, candidate)
+    weights = task_mean_weights(sizes) if task_weights is None else task_weights
+    th = Fraction(repr(theta))
+    pairs = zip(weights, reference, candidate, strict=True)
+    lhs = sum(Fraction(W) * sum(map(Fraction, c)) / len(c) for W, _, c in pairs)
+    pairs = zip(weights, reference, candidate, strict=True)
+    rhs = sum(Fraction(W) * sum(map(Fraction, r)) / len(r) for W, r, _ in pairs)
+    return PASS if lhs >= th * rhs else REJECT
+
+
+def full_set_ratio(reference: Sequence[Sequence[float]], candidate: Sequence[Sequence[float]],
+                   task_weights: Sequence[float] | None = None) -> float:
+    """R = sum w c / sum w r (inf when the reference is all wrong and the candidate not)."""
+    sizes = _check_paired(reference, candidate)
+    weights = task_mean_weights(sizes) if task_weights is None else task_weights
+    a_c = math.fsum(W * math.fsum(c) / len(c) for W, c in zip(weights, candidate, strict=True))
+    a_r = math.fsum(W * math.fsum(r) / len(r) for W, r in zip(weights, reference, strict=True))
+    if a_r == 0:
+        return 1.0 if a_c == 0 else math.inf
+    return a_c / a_r
+
+
+def sequential_test(
+    reference: Sequence[Sequence[float]],
+    candidate: Sequence[Sequence[float]],
+    task_weights: Sequence[float] | None = None,
+    seed: int = 0,
+    settings: SequentialSettings = SequentialSettings(),
+    reference_mean: float | None = None,
+) -> SequentialResult:
+    """Run the guard on per-task paired scores (``reference[t][i]``, ``candidate[t][i]``)
+    in the order of ``stratified_order(sizes, seed)``, a block at a time, until it stops."""
+    sizes = _check_paired(reference, candidate)
+    guard = SequentialGuard(sizes, task_weights, settings)
+    order = stratified_order(sizes, seed)
+    for start in range(0, len(order), settings.block):
+        chunk = order[start:start + settings.block]
+        if guard.add([reference[t][i] for t, i in chunk],
+                     [candidate[t][i] for t, i in chunk]) != CONTINUE:
+            break
+    return guard.result(reference_mean)
+
+
+# --- error rates by simulation ----------------------------------------------------------
+
+
+def flipped_to_ratio(
+    reference: Sequence[Sequence[float]],
+    target: float,
+    seed: int = 0,
+    task_weights: Sequence[float] | None = None,
+    noise: int = 0,
+) -> tuple[tuple[float, ...], ...]:
+    """A candidate whose full-set ratio to ``reference`` is as close to ``target`` as
+    single flips allow: start from the reference's own scores; flip ``noise`` items
+    wrong -> right and ``noise`` right -> wrong (a noisy but unbiased change, e.g. FP8's 7
+    and 8 of 600); then flip further right -> wrong (target below) or wrong -> right
+    (target above) items one at a time, in a ``random.Random(seed)`` order, and keep the
+    count that lands closest. An item is right when its score is >= 0.5."""
+    sizes = _check_sizes([len(x) for x in reference])
+    weights = task_mean_weights(sizes) if task_weights is None else task_weights
+    rng = random.Random(seed)
+    cand = [list(map(float, r)) for r in reference]
+    right = [(t, i) for t, r in enumerate(reference) for i, x in enumerate(r) if x >= 0.5]
+    wrong = [(t, i) for t, r in enumerate(reference) for i, x in enumerate(r) if x < 0.5]
+    rng.shuffle(right)
+    rng.shuffle(wrong)
+    if noise > min(len(right), len(wrong)):
+        raise ValueError(f"noise {noise} needs that many right and wrong items")
+    for (t, i), (u, k) in zip(right[:noise], wrong[:noise], strict=True):
+        cand[t][i], cand[u][k] = 0.0, 1.0
+    a_r = math.fsum(W * math.fsum(r) / n for W, r, n in zip(weights, reference, sizes, strict=True))
+    if a_r <= 0:
+        raise ValueError("the reference has no right item; no ratio to aim at")
+    a_c = math.fsum(W * math.fsum(c) / n for W, c, n in zip(weights, cand, sizes, strict=True))
+    ratio = a_c / a_r
+    down = target < ratio
+    pool, value = (right, 0.0) if down else (wrong, 1.0)
+    ratios = [ratio]  # after 0, 1, 2, ... further flips
+    for t, i in pool[noise:]:
+        ratios.append(ratios[-1] + (value - cand[t][i]) * weights[t] / sizes[t] / a_r)
+        if (ratios[-1] <= target) if down else (ratios[-1] >= target):
+            break
+    else:
+        if len(ratios) > 1 or ratio != target:
+            raise ValueError(f"cannot reach ratio {target} by flips")
+    keep = min(range(len(ratios)), key=lambda k: abs(ratios[k] - target))
+    for t, i in pool[noise:noise + keep]:
+        cand[t][i] = value
+    return tuple(tuple(c) for c in cand)
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """The guard run over ``orders`` seeded orders of the same paired scores.
+
+    ``wrong``: how often the decision differs from the full-set one (``full_decision``,
+    at full-set ``ratio``), with its exact 95 % interval; 0 of 200 reads as "at most
+    1.8 %". ``mean_fraction``: the mean share of the items evaluated; ``max_fraction``:
+    the largest. ``passed``, ``rejected``: early stops of each kind; ``to_end``: runs that
+    evaluated every item (their decision is the full-set one by construction).
+    """
+
+    ratio: float
+    full_decision: str
+    orders: int
+    wrong: Rate
+    mean_fraction: float
+    max_fraction: float
+    passed: int
+    rejected: int
+    to_end: int
+
+
+def disagreement(
+    reference: Sequence[Sequence[float]],
+    candidate: Sequence[Sequence[float]],
+    task_weights: Sequence[float] | None = None,
+    orders: int = 200,
+    seed: int = 0,
+    settings: SequentialSettings = SequentialSettings(),
+) -> Disagreement:
+    """Run the guard over ``orders`` orders (seeds drawn from ``random.Random(seed)``) of
+    per-task paired scores whose full-set verdict is known, and count how often the early
+    decision differs from it."""
+    sizes = _check_paired(reference, candidate)
+    full = full_set_decision(reference, candidate, task_weights, settings.theta)
+    rng = random.Random(seed)
+    wrong = passed = rejected = to_end = 0
+    fractions = []
+    for _ in range(orders):
+        guard = SequentialGuard(sizes, task_weights, settings)
+        order = stratified_order(sizes, rng.getrandbits(64))
+        for start in range(0, len(order), settings.block):
+            chunk = order[start:start + settings.block]
+            if guard.add([reference[t][i] for t, i in chunk],
+                         [candidate[t][i] for t, i in chunk]) != CONTINUE:
+                break
+        wrong += guard.decision != full
+        fractions.append(guard.seen / guard.total)
+        if guard.stopped == STOPPED_ALL:
+            to_end += 1
+        elif guard.decision == PASS:
+            passed += 1
+        else:
+            rejected += 1
+    return Disagreement(
+        ratio=full_set_ratio(reference, candidate, task_weights), full_decision=full,
+        orders=orders, wrong=rate(wrong, orders), mean_fraction=math.fsum(fractions) / orders,
+        max_fraction=max(fractions), passed=passed, rejected=rejected, to_end=to_end)
+
+
+def least_fraction(changes: int, delta: float = 0.01) -> float:
+    """About the smallest mean share of the items that ANY guard valid at ``delta`` can
+    evaluate, when changing ``changes`` items would reverse the full-set verdict:
+    1 - delta^(1 / changes).
+
+    Why: change that many items, picked at random, to build a population with the other
+    verdict. Until the guard meets one of them it sees the same data under both, so its
+    early decision on the first is, with probability about E[(1 - f)^changes] >=
+    (1 - E f)^changes, an error on the second; validity caps that at delta. With equal
+    item weights each changed item moves N D by exactly 1, so changes = floor(N D) + 1
+    above the limit and ceil(-N D) below it."""
+    if changes < 1:
+        raise ValueError(f"changes must be >= 1, got {changes}")
+    return 1 - delta ** (1 / changes)
