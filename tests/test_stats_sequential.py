@@ -20,13 +20,17 @@ from patchgate.stats.sequential import (
     STOPPED_BELOW,
     SequentialGuard,
     SequentialSettings,
+)
+from patchgate.stats.sequential_sim import (
     disagreement,
     flipped_to_ratio,
+    least_fraction,
+    sequential_test,
+)
+from patchgate.stats.strata import (
     full_set_decision,
     full_set_ratio,
-    least_fraction,
     pooled_weights,
-    sequential_test,
     stratified_order,
     task_mean_weights,
     task_sequence,

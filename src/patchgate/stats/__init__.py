@@ -10,7 +10,10 @@ Standard library only, no I/O. Anything that resamples takes ``seed`` and draws 
 - :mod:`.accuracy`: per-item scores on the same items (McNemar, paired bootstrap);
 - :mod:`.score`: the contest's C, S and score;
 - :mod:`.changepoint`: change points in a stored history (E-divisive);
-- :mod:`.rates`: error rates measured by calibration (Clopper-Pearson intervals).
+- :mod:`.rates`: error rates measured by calibration (Clopper-Pearson intervals);
+- :mod:`.sequential`, :mod:`.strata`, :mod:`.sequential_sim`: the sequential accuracy
+  guard (an anytime-valid confidence sequence for sampling without replacement), the
+  tasks' weights, order and exact full-set rule, and its error rates by simulation.
 """
 
 from .accuracy import AccuracyComparison, compare_accuracy, mcnemar_exact

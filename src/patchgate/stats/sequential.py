@@ -1,12 +1,7 @@
 """A sequential accuracy guard: stop evaluating as soon as the full-set verdict is certain.
 
-The full-set rule: items i in T tasks, reference score r_i and candidate score c_i in
-[0, 1], item weight w_i = W_t / N_t (task t has N_t items and weight W_t, the W_t sum to
-1: ``pooled_weights`` gives today's mean over items, ``task_mean_weights`` the mean over
-tasks). The candidate passes iff R = sum w c / sum w r >= theta, which (when sum w r > 0)
-is the same as
-
-    D = sum_i w_i z_i >= 0,   z_i = c_i - theta r_i in [-theta, 1].
+The full-set rule (:mod:`.strata`): the candidate passes iff R = sum w c / sum w r >=
+theta, that is D = sum_i w_i z_i >= 0 with z_i = c_i - theta r_i in [-theta, 1].
 
 D is the weighted mean of a finite population. The guard sees it in a seeded random
 order, stratified over the tasks (:func:`stratified_order`), a block at a time, and keeps
@@ -27,36 +22,35 @@ without replacement", NeurIPS 2020, arXiv 2006.04347):
   delta), whatever the stopping time. At the last item the decision is the exact
   full-set rule (:func:`full_set_decision`).
 
-One process for D across the strata. The order interleaves the tasks in a fixed
-proportion; a "round" is the shortest stretch of it that holds every task with items
-left. Item i of task t is a bet 1 + lam_i (z_i - m_i), m_i the mean of the task's unseen
-items under a null vector of task means whose weighted sum is d (the WoR-adjusted mean of
-the paper, per task). The bets of a round are aligned, lam_i N_t / R_ti = kappa W_t / k_t
-(R_ti: the task's items not yet seen; k_t: its items in the round). Given the round's
-start, the expected product of the round's factors is then prod_i (1 + kappa W_t
-delta_t / k_t) <= exp(kappa sum_t W_t delta_t) = exp(kappa (D - d)) <= 1 when D <= d
-(delta_t: true minus null task mean): how D splits over the tasks does not matter, and no
-union bound over the tasks is paid. Bets are fixed before each round (aGRAPA: Kelly's
-g / (v + g^2) for the expected excess g and variance v so far), cut so that no factor can
-fall below 1 - ``truncation``; capital is read at round ends only.
+One process for D across the strata: each item is a bet against its own task's
+WoR-adjusted mean under a null vector of task means summing to d, the bets of a round
+(the shortest stretch of the order holding every task with items left) aligned with the
+task weights, so the capital is a supermartingale for every split of D over the tasks
+and no union bound is paid (docs/STATISTICS.md gives the argument). Bets: aGRAPA, cut
+so that no factor falls below 1 - ``truncation``; capital read at round ends only.
 
-Pure: lists of floats in, frozen dataclasses out; no I/O. Orders come from
-``random.Random(seed)``.
+Pure: lists of floats in, frozen dataclasses out; no I/O.
 """
+
 
 from __future__ import annotations
 
 import bisect
 import functools
 import math
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 
-from .rates import Rate, rate
+from .strata import (
+    PASS,
+    REJECT,
+    _check_sizes,
+    full_set_decision,
+    task_mean_weights,
+    task_sequence,
+)
 
-PASS, REJECT, CONTINUE = "pass", "reject", "continue"
+CONTINUE = "continue"
 STOPPED_ABOVE = "accuracy shown at or above the limit"
 STOPPED_BELOW = "accuracy shown below the limit"
 STOPPED_ALL = "all items evaluated"
@@ -91,53 +85,6 @@ class SequentialSettings:
             raise ValueError(f"truncation must be in (0, 1), got {self.truncation}")
         if not (self.prior_var > 0 and self.prior_weight > 0):
             raise ValueError("prior_var and prior_weight must be > 0")
-
-
-def pooled_weights(task_sizes: Sequence[int]) -> tuple[float, ...]:
-    """Task weights W_t = N_t / N: every item counts the same (the mean over items)."""
-    n = sum(task_sizes)
-    return tuple(s / n for s in task_sizes)
-
-
-def task_mean_weights(task_sizes: Sequence[int]) -> tuple[float, ...]:
-    """Task weights W_t = 1 / T: every task counts the same (the mean over tasks)."""
-    return tuple(1 / len(task_sizes) for _ in task_sizes)
-
-
-def _check_sizes(task_sizes: Sequence[int]) -> list[int]:
-    sizes = list(task_sizes)
-    if not sizes or any(not isinstance(s, int) or s < 1 for s in sizes):
-        raise ValueError(f"task sizes must be integers >= 1, got {sizes}")
-    return sizes
-
-
-def task_sequence(task_sizes: Sequence[int]) -> tuple[int, ...]:
-    """The task of each position of the order: item k of task t sits at (k + 1/2) / N_t,
-    ties to the lower task. After any prefix of p items, task t has had p N_t / N items
-    within 1/2 + T N_t / (2 N) (within one when the tasks are the same size). The same
-    for every seed, so the rounds and bets' alignment are too."""
-    sizes = _check_sizes(task_sizes)
-    keys = sorted(((k + 0.5) / n, t) for t, n in enumerate(sizes) for k in range(n))
-    return tuple(t for _, t in keys)
-
-
-def stratified_order(task_sizes: Sequence[int], seed: int) -> tuple[tuple[int, int], ...]:
-    """A seeded order of ``(task, index)`` pairs: the tasks interleaved by
-    :func:`task_sequence`, each task's items in a uniformly random permutation
-    (``random.Random(seed)``, tasks shuffled in turn). Deterministic in ``seed``."""
-    sizes = _check_sizes(task_sizes)
-    rng = random.Random(seed)
-    perms = []
-    for n in sizes:
-        p = list(range(n))
-        rng.shuffle(p)
-        perms.append(p)
-    seen = [0] * len(sizes)
-    order = []
-    for t in task_sequence(sizes):
-        order.append((t, perms[t][seen[t]]))
-        seen[t] += 1
-    return tuple(order)
 
 
 @dataclass(frozen=True)
@@ -429,186 +376,3 @@ def _bet(rnd: tuple, d: float, side: int, st: SequentialSettings) -> float:
     if worst <= 0:
         return raw
     return side * min(abs(raw), st.truncation / worst)
-
-
-def _check_paired(reference: Sequence[Sequence[float]],
-                  candidate: Sequence[Sequence[float]]) -> tuple[int, ...]:
-    sizes = tuple(len(x) for x in reference)
-    if sizes != tuple(len(x) for x in candidate):
-        raise ValueError("reference and candidate differ in their tasks' sizes")
-    _check_sizes(sizes)
-    return sizes
-
-
-def full_set_decision(reference: Sequence[Sequence[float]], candidate: Sequence[Sequence[float]],
-                      task_weights: Sequence[float] | None = None, theta: float = 0.99) -> str:
-    """The full-set rule in exact arithmetic: ``pass`` iff sum w c >= theta sum w r (a tie
-    passes), with theta taken as the decimal it is written as (0.99 = 99/100). A float
-    ratio can land one ulp below the limit at a tie (495/600 over 500/600 gives
-    0.98999...), which this rule does not."""
-    sizes = _check_paired(reference, candidate)
-    weights = task_mean_weights(sizes) if task_weights is None else task_weights
-    th = Fraction(repr(theta))
-    pairs = zip(weights, reference, candidate, strict=True)
-    lhs = sum(Fraction(W) * sum(map(Fraction, c)) / len(c) for W, _, c in pairs)
-    pairs = zip(weights, reference, candidate, strict=True)
-    rhs = sum(Fraction(W) * sum(map(Fraction, r)) / len(r) for W, r, _ in pairs)
-    return PASS if lhs >= th * rhs else REJECT
-
-
-def full_set_ratio(reference: Sequence[Sequence[float]], candidate: Sequence[Sequence[float]],
-                   task_weights: Sequence[float] | None = None) -> float:
-    """R = sum w c / sum w r (inf when the reference is all wrong and the candidate not)."""
-    sizes = _check_paired(reference, candidate)
-    weights = task_mean_weights(sizes) if task_weights is None else task_weights
-    a_c = math.fsum(W * math.fsum(c) / len(c) for W, c in zip(weights, candidate, strict=True))
-    a_r = math.fsum(W * math.fsum(r) / len(r) for W, r in zip(weights, reference, strict=True))
-    if a_r == 0:
-        return 1.0 if a_c == 0 else math.inf
-    return a_c / a_r
-
-
-def sequential_test(
-    reference: Sequence[Sequence[float]],
-    candidate: Sequence[Sequence[float]],
-    task_weights: Sequence[float] | None = None,
-    seed: int = 0,
-    settings: SequentialSettings = SequentialSettings(),
-    reference_mean: float | None = None,
-) -> SequentialResult:
-    """Run the guard on per-task paired scores (``reference[t][i]``, ``candidate[t][i]``)
-    in the order of ``stratified_order(sizes, seed)``, a block at a time, until it stops."""
-    sizes = _check_paired(reference, candidate)
-    guard = SequentialGuard(sizes, task_weights, settings)
-    order = stratified_order(sizes, seed)
-    for start in range(0, len(order), settings.block):
-        chunk = order[start:start + settings.block]
-        if guard.add([reference[t][i] for t, i in chunk],
-                     [candidate[t][i] for t, i in chunk]) != CONTINUE:
-            break
-    return guard.result(reference_mean)
-
-
-# --- error rates by simulation ----------------------------------------------------------
-
-
-def flipped_to_ratio(
-    reference: Sequence[Sequence[float]],
-    target: float,
-    seed: int = 0,
-    task_weights: Sequence[float] | None = None,
-    noise: int = 0,
-) -> tuple[tuple[float, ...], ...]:
-    """A candidate whose full-set ratio to ``reference`` is as close to ``target`` as
-    single flips allow: start from the reference's own scores; flip ``noise`` items
-    wrong -> right and ``noise`` right -> wrong (a noisy but unbiased change, e.g. FP8's 7
-    and 8 of 600); then flip further right -> wrong (target below) or wrong -> right
-    (target above) items one at a time, in a ``random.Random(seed)`` order, and keep the
-    count that lands closest. An item is right when its score is >= 0.5."""
-    sizes = _check_sizes([len(x) for x in reference])
-    weights = task_mean_weights(sizes) if task_weights is None else task_weights
-    rng = random.Random(seed)
-    cand = [list(map(float, r)) for r in reference]
-    right = [(t, i) for t, r in enumerate(reference) for i, x in enumerate(r) if x >= 0.5]
-    wrong = [(t, i) for t, r in enumerate(reference) for i, x in enumerate(r) if x < 0.5]
-    rng.shuffle(right)
-    rng.shuffle(wrong)
-    if noise > min(len(right), len(wrong)):
-        raise ValueError(f"noise {noise} needs that many right and wrong items")
-    for (t, i), (u, k) in zip(right[:noise], wrong[:noise], strict=True):
-        cand[t][i], cand[u][k] = 0.0, 1.0
-    a_r = math.fsum(W * math.fsum(r) / n for W, r, n in zip(weights, reference, sizes, strict=True))
-    if a_r <= 0:
-        raise ValueError("the reference has no right item; no ratio to aim at")
-    a_c = math.fsum(W * math.fsum(c) / n for W, c, n in zip(weights, cand, sizes, strict=True))
-    ratio = a_c / a_r
-    down = target < ratio
-    pool, value = (right, 0.0) if down else (wrong, 1.0)
-    ratios = [ratio]  # after 0, 1, 2, ... further flips
-    for t, i in pool[noise:]:
-        ratios.append(ratios[-1] + (value - cand[t][i]) * weights[t] / sizes[t] / a_r)
-        if (ratios[-1] <= target) if down else (ratios[-1] >= target):
-            break
-    else:
-        if len(ratios) > 1 or ratio != target:
-            raise ValueError(f"cannot reach ratio {target} by flips")
-    keep = min(range(len(ratios)), key=lambda k: abs(ratios[k] - target))
-    for t, i in pool[noise:noise + keep]:
-        cand[t][i] = value
-    return tuple(tuple(c) for c in cand)
-
-
-@dataclass(frozen=True)
-class Disagreement:
-    """The guard run over ``orders`` seeded orders of the same paired scores.
-
-    ``wrong``: how often the decision differs from the full-set one (``full_decision``,
-    at full-set ``ratio``), with its exact 95 % interval; 0 of 200 reads as "at most
-    1.8 %". ``mean_fraction``: the mean share of the items evaluated; ``max_fraction``:
-    the largest. ``passed``, ``rejected``: early stops of each kind; ``to_end``: runs that
-    evaluated every item (their decision is the full-set one by construction).
-    """
-
-    ratio: float
-    full_decision: str
-    orders: int
-    wrong: Rate
-    mean_fraction: float
-    max_fraction: float
-    passed: int
-    rejected: int
-    to_end: int
-
-
-def disagreement(
-    reference: Sequence[Sequence[float]],
-    candidate: Sequence[Sequence[float]],
-    task_weights: Sequence[float] | None = None,
-    orders: int = 200,
-    seed: int = 0,
-    settings: SequentialSettings = SequentialSettings(),
-) -> Disagreement:
-    """Run the guard over ``orders`` orders (seeds drawn from ``random.Random(seed)``) of
-    per-task paired scores whose full-set verdict is known, and count how often the early
-    decision differs from it."""
-    sizes = _check_paired(reference, candidate)
-    full = full_set_decision(reference, candidate, task_weights, settings.theta)
-    rng = random.Random(seed)
-    wrong = passed = rejected = to_end = 0
-    fractions = []
-    for _ in range(orders):
-        guard = SequentialGuard(sizes, task_weights, settings)
-        order = stratified_order(sizes, rng.getrandbits(64))
-        for start in range(0, len(order), settings.block):
-            chunk = order[start:start + settings.block]
-            if guard.add([reference[t][i] for t, i in chunk],
-                         [candidate[t][i] for t, i in chunk]) != CONTINUE:
-                break
-        wrong += guard.decision != full
-        fractions.append(guard.seen / guard.total)
-        if guard.stopped == STOPPED_ALL:
-            to_end += 1
-        elif guard.decision == PASS:
-            passed += 1
-        else:
-            rejected += 1
-    return Disagreement(
-        ratio=full_set_ratio(reference, candidate, task_weights), full_decision=full,
-        orders=orders, wrong=rate(wrong, orders), mean_fraction=math.fsum(fractions) / orders,
-        max_fraction=max(fractions), passed=passed, rejected=rejected, to_end=to_end)
-
-
-def least_fraction(changes: int, delta: float = 0.01) -> float:
-    """About the smallest mean share of the items that ANY guard valid at ``delta`` can
-    evaluate, when changing ``changes`` items would reverse the full-set verdict:
-    1 - delta^(1 / changes).
-
-    Why: change that many items, picked at random, to build a population with the other
-    verdict. Until the guard meets one of them it sees the same data under both, so its
-    early decision on the first is, with probability about E[(1 - f)^changes] >=
-    (1 - E f)^changes, an error on the second; validity caps that at delta. With equal
-    item weights each changed item moves N D by exactly 1, so changes = floor(N D) + 1
-    above the limit and ceil(-N D) below it."""
-    if changes < 1:
-        raise ValueError(f"changes must be >= 1, got {changes}")
-    return 1 - delta ** (1 / changes)
