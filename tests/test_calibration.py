@@ -138,7 +138,7 @@ def test_a_calibration_on_the_default_model(tmp_path, reporter):
                                        "decode_b1", "decode_b8", "decode_b64"}
                for r in doc["runs"])
     lines = reporter.lines
-    assert len(lines) == 2 and lines[1].startswith("calibrate 2/2 50 %: rejected")
+    assert len(lines) == 2 and lines[1].startswith("calibrate 2/2 50 % quiet: rejected")
     assert Path(tmp_path / "default").is_dir()
 
 

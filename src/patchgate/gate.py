@@ -87,7 +87,7 @@ def run_guard(opts: GuardOptions, reporter: Reporter | None = None) -> document.
         verdict, record = _measure(run, configs, scenario_set, guard, notes)
     reporter.phase("write", "writing results")
     writes.write(opts, store, verdict, record, run.watch)
-    reporter.phase("done")
+    reporter.phase("done", "done")
     return verdict
 
 
@@ -167,7 +167,7 @@ def _skip(run: _Run, reason: str, notes: list[str]) -> document.Verdict:
                                notes + writes.skipped_notes(opts, current, run.patches))
     run.reporter.phase("write", "writing results")
     writes.write_skipped(opts, run.store, verdict, current, run.patches, run.watch)
-    run.reporter.phase("done")
+    run.reporter.phase("done", "done")
     return verdict
 
 
