@@ -108,18 +108,18 @@ def _measure(run: _Run, configs: Configurations, scenario_set, guard, notes: lis
     block["reference_source"] = acc.source
     if acc.mode:
         block["mode"] = acc.mode
-    reporter.phase("judge")
-    compared = "current baseline" if not configs.same("current", "reference") or \
-        run.stored["current"] else "reference"
-    cal = calibration.quote(run.store)
-    judgement = judge(prof, lat.latency, block, compared_with=compared,
-                      allow_slower=opts.allow_slower, calibrated_noise=(cal or {}).get("noise"))
     new = [p for p in configs.sets["candidate"] if p not in configs.sets["current"]]
     blocks = {"serving": lat.serving, "explain": lat.explain,
               "attribution": _attribute(run, configs, new, acc, notes) if opts.attribute
               else None}
     if opts.json_path and flipped:
         block["flips_file"] = flips_file.path_for(opts.json_path).name
+    reporter.phase("judge")
+    compared = "current baseline" if not configs.same("current", "reference") or \
+        run.stored["current"] else "reference"
+    cal = calibration.quote(run.store)
+    judgement = judge(prof, lat.latency, block, compared_with=compared,
+                      allow_slower=opts.allow_slower, calibrated_noise=(cal or {}).get("noise"))
     notes = notes + lat.latency.notes + latency_notes(lat.latency) + acc.notes + \
         task_notes(block, prof.thresholds.accuracy_reject) + \
         writes.notes(opts, judgement["verdict"], [p.name for p in new])

@@ -81,16 +81,11 @@ def read(path: Path) -> bytes:
 
 
 def import_source(path: Path, order: int, source: bytes) -> types.ModuleType:
-    """Run ``source`` as a module named after the patch; never left in sys.modules."""
+    """Run ``source`` as a module named after the patch; never left in sys.modules. The
+    bytes are the ones discovery parsed (``load_module`` checks their sha256), so they
+    compile."""
     hint = f"fix the patch or move it out of {path.parent}"
-    try:
-        code = compile(source, str(path), "exec", dont_inherit=True)
-    except SyntaxError as exc:
-        raise PatchgateError(
-            f"patch {path}: {type(exc).__name__} at line {exc.lineno}: {exc.msg}", hint=hint
-        ) from exc
-    except ValueError as exc:  # e.g. null bytes in the source
-        raise PatchgateError(f"patch {path}: cannot be compiled: {exc}", hint=hint) from exc
+    code = compile(source, str(path), "exec", dont_inherit=True)
     name = f"{MODULE_PREFIX}{order:04d}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
