@@ -1,3 +1,3 @@
 """patchgate: an accuracy-guarded performance-regression gate for LLM inference patches."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
