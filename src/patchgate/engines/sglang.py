@@ -11,6 +11,7 @@ shut down on close, errors and Ctrl-C.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -127,7 +128,8 @@ class SGLangEngine(Timed):
                 sys.path.insert(0, str(folder))
             import sglang
 
-            self.engine = sglang.Engine(**args)
+            with contextlib.chdir(folder):  # the workers it spawns: patch code's cwd
+                self.engine = sglang.Engine(**args)
         except Exception as e:
             err = sglang_hook.read_worker_error(folder, pkg) if pkg else None
             if self.engine is None:

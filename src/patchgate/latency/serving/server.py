@@ -194,8 +194,11 @@ class Server:
         self._log = open(self.log_path, "ab")  # noqa: SIM115 (closed in close())
         env = os.environ | self.env
         linux = sys.platform.startswith("linux")
+        # the server's folder is its working directory: patch code runs there, not in the
+        # checkout
         self.proc = subprocess.Popen(self.command, stdout=self._log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                                     cwd=self.folder,
                                      preexec_fn=_die_with_parent if linux else None)
         _LIVE.add(self)
         return self
