@@ -1,6 +1,7 @@
 """Fake engines for unit tests of the pipeline's plumbing: no model, exact times.
 
-A :class:`FakeEngine` answers ``timed_generate`` with a time of its own, from its
+A :class:`FakeEngine` answers ``timed_generate`` with a time of its own (and a first token per
+row that is a function of the row, as a real model's is), from its
 patches' names, and sleeps that long (the gate checks the engine's clock against its
 own): a patch named ``*-slow-NN.py`` makes every call NN % slower, a
 ``*-faster-NN.py`` NN % faster. Each instance draws a tiny jitter from its label, so
@@ -13,6 +14,8 @@ import random
 import re
 import time
 from pathlib import Path
+
+from patchgate.engines.base import Timing
 
 BASE_S = 0.002
 
@@ -43,11 +46,11 @@ class FakeEngine:
     def ready(self):
         return self
 
-    def timed_generate(self, batch, max_new_tokens) -> float:
+    def timed_generate(self, batch, max_new_tokens) -> Timing:
         self.calls += 1
         dt = BASE_S * self.factor * (1 + 0.002 * self._rng.random())
         time.sleep(dt)
-        return dt
+        return Timing(dt, tuple(row[-1] % self.vocab_size for row in batch))
 
     def close(self) -> None:
         self.closed = True

@@ -1,8 +1,8 @@
 """Verdicts that neither noise nor a patch can fake: attacks written against the gate,
 end to end on the default model (CPU). Each one is a class of attack, not a list:
-a patch that swaps the clock, one that caches outputs, one that writes the stored
-files (at import or in apply), one whose import never returns; two gates writing at
-once; a read-only change log; a cancelled run."""
+a patch that swaps the clock, one that caches outputs (by content, by shape), one that
+writes the stored files (at import or in apply), one whose import never returns; two
+gates writing at once; a read-only change log; a cancelled run."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import gate_options, snapshot
+from conftest import GATE_PROFILE, gate_options, snapshot
 
 from patchgate.cli import main
+from patchgate.errors import PatchgateError
 from patchgate.gate import run_guard
 from patchgate.store.baselines import BaselineStore
 
@@ -57,6 +58,19 @@ def test_a_content_cache_gains_nothing(work):
     prefill = [r for r in v["scenarios"] if r["phase"] == "prefill"]
     assert all(r["ratio"] > 0.8 for r in prefill), [(r["name"], r["ratio"]) for r in prefill]
     assert v["score"] < 120
+
+
+def test_a_cache_keyed_by_shape_gets_an_error(work):
+    """Fresh ids do not defeat a cache that ignores them; the answers do. No warm-up
+    round: the round that fills the cache agrees, the median round does not."""
+    before = snapshot(work)
+    opts = gate_options(work, ATTACKS / "shape-cache", accept=True, record=True,
+                        profile=GATE_PROFILE.with_overrides(warmup=0))
+    with pytest.raises(PatchgateError) as e:
+        run_guard(opts)
+    assert "timed calls of candidate (0001-shape-cache.py) gave the reference's" in str(e.value)
+    assert "did not compute the model's answers" in str(e.value)
+    assert snapshot(work) == before
 
 
 def test_a_patch_that_writes_the_baselines_in_apply_cannot_change_a_verdict(work, capsys):

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from patchgate.engines.base import Timing
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -32,7 +34,7 @@ def test_the_machine_key_comes_from_the_environment_fingerprint():
 
     class Engine:
         def timed_generate(self, batch, n):
-            return 0.25
+            return Timing(0.25, (0,))
 
     t0 = perf.worker_clock()
     perf.timed(Engine(), [[1]], 1)

@@ -5,7 +5,9 @@ The run only orchestrates; each stage is a folder of its own. The configurations
 candidate, the current baseline, the fastest accepted state when it is another one,
 and the reference (no patches). The profile's scenario set measures latency
 (:mod:`patchgate.latency.sets`), its guard judges accuracy (:mod:`patchgate.guard`),
-the judgement and the document come from :mod:`patchgate.verdict`, and
+the judgement and the document come from :mod:`patchgate.verdict` (a candidate that
+passes the accuracy rule must also have computed its timed calls:
+:mod:`patchgate.latency.outputs`), and
 :mod:`patchgate.store.writes` writes the files, in one atomic step at the end:
 nothing under ``baselines/`` or CHANGELOG.md is written unless the run completes.
 """
@@ -19,7 +21,7 @@ from . import files
 from .engines.configurations import Configurations
 from .guard import base as guards
 from .guard.results import flips, paired_scores, stored
-from .latency import explain, sets
+from .latency import explain, outputs, sets
 from .patches import Patch, discover
 from .patches.plan import plan, untested
 from .patches.probe import probe
@@ -120,6 +122,9 @@ def _measure(run: _Run, configs: Configurations, scenario_set, guard, notes: lis
     cal = calibration.quote(run.store)
     judgement = judge(prof, lat.latency, block, compared_with=compared,
                       allow_slower=opts.allow_slower, calibrated_noise=(cal or {}).get("noise"))
+    if lat.latency.answers and block["ratio"] >= prof.thresholds.accuracy_reject:
+        outputs.check(lat.latency.answers, configs.name("reference"),
+                      {n: e.describe() for n, e in configs.by_name().items()})
     notes = notes + lat.latency.notes + latency_notes(lat.latency) + acc.notes + \
         task_notes(block, prof.thresholds.accuracy_reject) + \
         writes.notes(opts, judgement["verdict"], [p.name for p in new])

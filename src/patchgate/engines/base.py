@@ -11,9 +11,17 @@ load in the background until :meth:`Engine.ready`.
 from __future__ import annotations
 
 import time
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from ..errors import PatchgateError
+
+
+class Timing(NamedTuple):
+    """One timed call: its seconds, and each row's first generated token (what the call
+    computed: the gate checks it against the reference's, :mod:`patchgate.latency.outputs`)."""
+
+    seconds: float
+    first: tuple[int, ...]
 
 
 class Engine(Protocol):
@@ -43,8 +51,8 @@ class Engine(Protocol):
     def synchronize(self) -> None:
         """Wait until queued device work is done (timing boundary)."""
 
-    def timed_generate(self, batch: list[list[int]], max_new_tokens: int) -> float:
-        """Seconds for one :meth:`generate` call, measured where the model runs."""
+    def timed_generate(self, batch: list[list[int]], max_new_tokens: int) -> Timing:
+        """One :meth:`generate` call timed where the model runs: seconds, first tokens."""
 
     def profile_generate(self, batch: list[list[int]], max_new_tokens: int, out_dir
                          ) -> dict:
@@ -59,14 +67,14 @@ class Timed:
     """``timed_generate`` for engines that run in this process:
     ``sync; perf_counter; generate; sync; perf_counter``, output lengths checked."""
 
-    def timed_generate(self, batch: list[list[int]], max_new_tokens: int) -> float:
+    def timed_generate(self, batch: list[list[int]], max_new_tokens: int) -> Timing:
         self.synchronize()
         t0 = time.perf_counter()
         out = self.generate(batch, max_new_tokens)
         self.synchronize()
         dt = time.perf_counter() - t0
         check_lengths(out, len(batch), max_new_tokens, getattr(self, "label", self.name))
-        return dt
+        return Timing(dt, tuple(int(row[0]) for row in out))
 
 
 def check_lengths(out: list[list[int]], rows: int, n: int, who: str) -> None:

@@ -31,6 +31,7 @@ import traceback
 from pathlib import Path
 
 from ..errors import PatchgateError
+from .base import Timing
 
 _START_TIMEOUT_S = 600
 WORKER_ENV = {
@@ -98,7 +99,8 @@ def _loop(conn, profile, patches, label) -> None:
             conn.send(("ok", None))
             return
         try:
-            conn.send(("ok", getattr(engine, verb)(*args)))
+            result = getattr(engine, verb)(*args)
+            conn.send(("ok", tuple(result) if isinstance(result, tuple) else result))
         except PatchgateError as e:
             conn.send(("user-error", (e.message, e.hint)))
         except BaseException as e:
@@ -216,8 +218,9 @@ class IsolatedEngine:
     def generate(self, batch, max_new_tokens):
         return self._call("generate", batch, max_new_tokens)
 
-    def timed_generate(self, batch, max_new_tokens) -> float:
-        return self._call("timed_generate", batch, max_new_tokens)
+    def timed_generate(self, batch, max_new_tokens) -> Timing:
+        seconds, first = self._call("timed_generate", batch, max_new_tokens)
+        return Timing(float(seconds), tuple(first))
 
     def generate_until(self, prompts, max_new_tokens, stop_ids):
         return self._call("generate_until", prompts, max_new_tokens, stop_ids)

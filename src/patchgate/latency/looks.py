@@ -23,6 +23,7 @@ verdict is built from it elsewhere (:mod:`patchgate.verdict.judge`).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -67,6 +68,7 @@ class LatencyResult:
     same_as_current: bool = False
     notes: list[str] = field(default_factory=list)
     batch_sizes: tuple[int, ...] | None = None
+    answers: dict | None = None  # {engine name: {scenario: [first tokens per call]}}
 
     def final(self, comparison: str, item: str) -> str:
         """The outcome that counts. An item found slower is measured again in fresh
@@ -120,17 +122,19 @@ class Schedule:
     S8 and Sinf, and the ``timer`` (:func:`patchgate.latency.measure.measure`'s
     signature: engines, scenarios, :class:`~patchgate.latency.measure.Rounds`, bar).
     ``stands_in``: the batch sizes are not the profile's (the serving set's
-    concurrencies), and the result says so."""
+    concurrencies), and the result says so. ``answers``: the timer keeps each call's
+    first tokens (its ``answers`` argument), and the result holds them."""
 
     scenarios: list
     batch_sizes: tuple[int, ...]
     timer: Callable = measure
     stands_in: bool = False
+    answers: bool = False
 
     @classmethod
     def static(cls, profile) -> Schedule:
         """The profile's six scenarios on the configurations' engines."""
-        return cls(make_scenarios(profile), tuple(profile.batch_sizes))
+        return cls(make_scenarios(profile), tuple(profile.batch_sizes), answers=True)
 
 
 def run(configs: Configurations, prof, reporter, schedule: Schedule | None = None
@@ -140,6 +144,9 @@ def run(configs: Configurations, prof, reporter, schedule: Schedule | None = Non
     gives the bars; ``schedule`` defaults to the profile's six scenarios."""
     schedule = schedule or Schedule.static(prof)
     scenarios, sizes, timer = schedule.scenarios, schedule.batch_sizes, schedule.timer
+    answers: dict | None = {} if schedule.answers else None
+    if answers is not None:
+        timer = functools.partial(timer, answers=answers)
     against = comparisons(configs)
     k_max = max(1, prof.max_looks)
     # one family per comparison; each family's alpha is split over the looks
@@ -159,7 +166,8 @@ def run(configs: Configurations, prof, reporter, schedule: Schedule | None = Non
         weights = decide.score_weights(scenarios, sizes, speed)
         result = LatencyResult(scenarios, samples, {}, weights, 1, k_max, alpha_look,
                                same_as_current=configs.same("candidate", "current"),
-                               batch_sizes=sizes if schedule.stands_in else None)
+                               batch_sizes=sizes if schedule.stands_in else None,
+                               answers=answers)
         result.notes += _power_notes(balanced_rounds(prof.rounds, n), alpha_look,
                                      len(scenarios))
         for comp in against:

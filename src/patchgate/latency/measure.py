@@ -23,7 +23,9 @@ Every round draws fresh token ids (:func:`patchgate.latency.scenarios.prompt_ids
 the round's index), the same for every configuration within the round, so the pairing
 stays and a cache keyed by the input (a content cache in a patch, a prefix cache left
 on) has nothing to remember. The gate also times every call from its own process
-(:mod:`.clocks`): an engine that reports less time than passed is an error.
+(:mod:`.clocks`): an engine that reports less time than passed is an error; and each
+call's first tokens are kept (``answers``) for the gate to check against the
+reference's on the same inputs (:mod:`.outputs`).
 
 The first ``warmup`` rounds are thrown away; the raw samples of the others are kept.
 """
@@ -74,10 +76,12 @@ def orders(labels: list[str], rounds: int) -> list[list[str]]:
 
 
 def measure(engines: Mapping[str, Engine], scenarios: list[Scenario], rounds: Rounds,
-            progress=None) -> dict[str, dict[str, list[float]]]:
+            progress=None, answers: dict | None = None) -> dict[str, dict[str, list[float]]]:
     """Raw latency samples: ``{config: {scenario name: [seconds, ...]}}``, with
     :func:`balanced_rounds` samples per configuration and scenario, each round on fresh
     token ids; the engines' clocks checked against the gate's (:func:`clocks.check`).
+    ``answers`` (optional): ``{config: {scenario: [...]}}`` gets each timed call's first
+    tokens appended (what :func:`patchgate.latency.outputs.check` reads).
 
     ``progress`` (optional) is a tqdm-like object with ``update(n)`` and
     ``set_postfix_str(s)``; it advances once per timed or warm-up call.
@@ -93,10 +97,12 @@ def measure(engines: Mapping[str, Engine], scenarios: list[Scenario], rounds: Ro
             batch.clear()
             batch[key] = prompt_ids(s, vocab, rounds.seed, rounds.first + r)
         t0 = time.perf_counter()
-        dt = engines[label].timed_generate(batch[key], s.output_len)
+        timing = engines[label].timed_generate(batch[key], s.output_len)
         if timed:
             wall[label][s.name].append(time.perf_counter() - t0)
-        return dt
+            if answers is not None:
+                answers.setdefault(label, {}).setdefault(s.name, []).append(timing.first)
+        return timing.seconds
 
     samples = interleave(list(engines), scenarios, rounds, call, progress)
     clocks.check(samples, wall, {c: _describe(e, c) for c, e in engines.items()})

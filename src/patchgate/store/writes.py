@@ -38,16 +38,20 @@ class Record:
 
 @dataclass
 class Watch:
-    """The stored files a run read, fingerprinted at its start (before any patch code
-    ran): the baselines of its profile, the change log, the patch folder."""
+    """The files a run reads, fingerprinted at its start (before any patch code ran):
+    the baselines of its profile, the change log, the patch folder, and what the
+    engines load and the guard reads (the model folder, the task folder). A patch that
+    rewrites any of them (the reference's weights, a stored result) cannot reach a
+    verdict: the run refuses to write or report."""
 
     roots: list[Path]
     before: dict
 
     @classmethod
     def start(cls, opts) -> Watch:
-        roots = [Path(opts.baselines_dir) / opts.profile.name, Path(opts.changelog),
-                 Path(opts.patches_dir)]
+        prof = opts.profile
+        roots = [Path(opts.baselines_dir) / prof.name, Path(opts.changelog),
+                 Path(opts.patches_dir), prof.model_path(), prof.task_folder()]
         return cls(roots, files.fingerprint(roots))
 
     def check(self) -> None:
