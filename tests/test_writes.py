@@ -126,3 +126,27 @@ def test_a_skipped_run_with_accept_notes_the_other_engines_patches_as_seen(tmp_p
     writes.write_skipped(opts, store, verdict, current, patches)
     seen = store.load("current")["extra"]["other_engines"]
     assert {p["name"] for p in seen} >= {"0003-fp8-kv-cache.py", "0006-fp8-w8a8.py"}
+
+
+def test_the_watch_covers_the_model_and_tasks_and_sees_a_large_file_change(tmp_path,
+                                                                            monkeypatch):
+    """A patch that rewrites the reference's weights is seen, and a large checkpoint is
+    fingerprinted by its ends, not read whole."""
+    from patchgate import files
+    from patchgate.gate import GuardOptions
+
+    prof = get_profile("default")
+    opts = GuardOptions(profile=prof, patches_dir=tmp_path / "p",
+                        baselines_dir=tmp_path / "b", changelog=tmp_path / "CHANGELOG.md")
+    roots = writes.Watch.start(opts).roots
+    assert prof.model_path() in roots and prof.task_folder() in roots
+
+    monkeypatch.setattr(files, "LARGE", 4 * 2**20)
+    weights = tmp_path / "m" / "model.safetensors"
+    weights.parent.mkdir()
+    weights.write_bytes(bytes(6 * 2**20))
+    before = files.fingerprint([weights.parent])
+    with weights.open("r+b") as f:  # the same size, one byte changed near the end
+        f.seek(6 * 2**20 - 10)
+        f.write(b"\x01")
+    assert files.changed(before, [weights.parent]) == [weights]
