@@ -17,7 +17,7 @@ export TOKENIZERS_PARALLELISM := false
 .PHONY: setup torch guard accept test test-fast perf perf-compare lint tasks eval-default clean help
 
 help:
-	@echo "make guard        run the gate on profile $(PROFILE) (exit 0 accepted, 1 rejected, 2 error)"
+	@echo "make guard        run the gate on profile $(PROFILE) (exit 0 accepted, 1 rejected, 2 error, 3 inconclusive)"
 	@echo "make accept       run the gate and, if accepted, update baselines/ and CHANGELOG.md"
 	@echo "                  (and store a pytest-benchmark run for --benchmark-compare)"
 	@echo "make test         the test suite (CPU)"

@@ -72,6 +72,11 @@ def test_neutral_patch_is_accepted(work):
     assert v["verdict"] == "accepted", v["reasons"]
     assert v["accuracy"]["ratio"] == 1.0
     assert v["accuracy"]["reference_source"].startswith("loaded from")
+    # the same answers as the stored reference (complete, so the interval is exact):
+    # shown at or above the limit before the last item
+    a = v["accuracy"]
+    assert a["decision"] == "pass" and a["items_evaluated"] < a["items_total"] == 600
+    assert a["sequential"]["reference_exact"] and a["interval"][0] >= 0.99
     assert v["C"] == 1.0
     doc = json.loads((work / "v.json").read_text())
     assert doc["verdict"] == "accepted" and doc["schema_version"] == 3
@@ -108,12 +113,29 @@ def test_accuracy_breaking_patch_is_rejected_and_recorded(work):
     v = run_guard(opts(work, GATE / "break_accuracy", record=True))
     assert v["verdict"] == "rejected"
     assert v["accuracy"]["ratio"] < 0.97
+    # the sequential guard stopped early, and the verdict says where and why
+    a = v["accuracy"]
+    assert a["decision"] == "reject" and a["stopped"] == "accuracy shown below the limit"
+    assert a["n"] == a["items_evaluated"] < a["items_total"] == 600
+    assert a["interval"][1] < 0.99 and a["sequential"]["lm_eval_runs"] >= 2
+    assert f"on {a['items_evaluated']} of 600 items" in v["reasons"][0]
     assert v["C"] == 0.0 and v["score"] == 0.0
     assert v["accuracy"]["flipped_to_wrong"] > v["accuracy"]["flipped_to_right"]
     assert "accuracy" in v["reasons"][0]
     log = (work / "CHANGELOG.md").read_text()
     assert "Quantize every linear layer to 2 bits" in log and "(rejected)" in log
     assert not (work / "baselines/default/current.json").read_text().count("int2")
+
+
+def test_full_accuracy_evaluates_every_item_to_the_same_verdict(work, capsys):
+    """--full-accuracy: every item, today's rule; the same answer as the early stop."""
+    assert main(["guard", "--patches", str(GATE / "break_accuracy"), "--baselines",
+                 str(work / "baselines"), "--changelog", str(work / "CHANGELOG.md"),
+                 "--quiet", "--rounds", "4", "--full-accuracy", "--json",
+                 str(work / "v.json")]) == 1
+    a = json.loads((work / "v.json").read_text())["accuracy"]
+    assert a["n"] == 600 and "items_evaluated" not in a and a["ratio"] < 0.97
+    assert "sequential guard" not in capsys.readouterr().out
 
 
 def test_a_slowdown_that_fresh_processes_do_not_repeat_is_not_counted(reporter):

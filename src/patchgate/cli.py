@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import signal
 import sys
 import threading
@@ -82,6 +83,9 @@ def _add_guard(sub, root: Path) -> None:
                    help="append a change-log entry whatever the verdict (baselines "
                    "change only with --accept)")
     g.add_argument("--rounds", type=int, help="timed rounds per scenario (profile default)")
+    g.add_argument("--full-accuracy", action="store_true",
+                   help="evaluate every accuracy item (default: the sequential guard stops "
+                   "as soon as the full-set verdict is certain; profile [sequential] full)")
     g.add_argument("--attribute", action="store_true",
                    help="with several new patches: also measure them one prefix at a time "
                    "(0001, 0001+0002, ...) and give each its own latency and accuracy change")
@@ -201,6 +205,9 @@ def _guard_profile(args):
         profile = profile.with_overrides(rounds=args.rounds)
     if args.scenarios:
         profile = profile.with_overrides(scenarios=args.scenarios)
+    if getattr(args, "full_accuracy", False):
+        profile = profile.with_overrides(
+            sequential=dataclasses.replace(profile.sequential, full=True))
     check_model(profile, args.profile)
     check_engine_version(profile, args.profile)
     return profile

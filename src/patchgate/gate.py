@@ -31,7 +31,7 @@ from .store import flips as flips_file
 from .store.baselines import ROLES, BaselineStore
 from .tools import attribution
 from .verdict import document
-from .verdict.judge import accuracy_block, judge, latency_notes, task_notes
+from .verdict.judge import accuracy_block, accuracy_fails, judge, latency_notes, task_notes
 
 
 @dataclass
@@ -103,11 +103,13 @@ def _measure(run: _Run, configs: Configurations, scenario_set, guard, notes: lis
     work = workload.fingerprint(prof.model_path(), prof.task_folder(), prof.model)
     where = f"{_rel(opts.baselines_dir)}/{prof.name}/reference.json"
     acc = guard.evaluate(guards.Context(prof, configs, reporter, run.stored["reference"],
-                                        (env, work), opts.force_environment, where))
+                                        (env, work), opts.force_environment, where,
+                                        full_reference=opts.accept))
     flipped = flips(acc.reference, acc.candidate)
     block = accuracy_block(*paired_scores(acc.reference, acc.candidate), acc.reference,
                            acc.candidate, prof, flipped)
     block["reference_source"] = acc.source
+    block |= acc.sequential or {}
     if acc.mode:
         block["mode"] = acc.mode
     new = [p for p in configs.sets["candidate"] if p not in configs.sets["current"]]
@@ -122,7 +124,7 @@ def _measure(run: _Run, configs: Configurations, scenario_set, guard, notes: lis
     cal = calibration.quote(run.store)
     judgement = judge(prof, lat.latency, block, compared_with=compared,
                       allow_slower=opts.allow_slower, calibrated_noise=(cal or {}).get("noise"))
-    if lat.latency.answers and block["ratio"] >= prof.thresholds.accuracy_reject:
+    if lat.latency.answers and not accuracy_fails(block, prof.thresholds.accuracy_reject):
         outputs.check(lat.latency.answers, configs.name("reference"),
                       {n: e.describe() for n, e in configs.by_name().items()})
     notes = notes + lat.latency.notes + latency_notes(lat.latency) + acc.notes + \
@@ -138,7 +140,8 @@ def _measure(run: _Run, configs: Configurations, scenario_set, guard, notes: lis
         calibration=cal, timings_s=reporter.timings, blocks=blocks)
     record = writes.Record(configs.sets, run.patches, lat.latency,
                            {"candidate": stored(acc.candidate),
-                            "reference": stored(acc.reference), "flips": flipped},
+                            "reference": stored(acc.reference_full or acc.reference),
+                            "flips": flipped},
                            run.stored, env)
     return document.assemble(judgement, facts), record
 

@@ -22,7 +22,9 @@ class Context:
     """What a guard evaluates with: the profile, the run's configurations (engines
     started), the reporter, and what may stand in for a measurement of the reference:
     its stored result (``reference.json``, or None), this run's environment and
-    workload fingerprints, ``--force-environment``, and the file's name for the report."""
+    workload fingerprints, ``--force-environment``, and the file's name for the report.
+    ``full_reference``: the reference's result will be stored (``--accept``), so it is
+    measured on every item when none stands in."""
 
     profile: object
     configs: object
@@ -31,18 +33,24 @@ class Context:
     fingerprints: tuple[dict, dict] = ({}, {})  # (environment, workload)
     force_environment: bool = False
     stored_name: str = "reference.json"
+    full_reference: bool = False
 
 
 @dataclass
 class Outcome:
     """Both results, where the reference's came from (one sentence), the guard's mode
-    (a sentence, for guards other than task accuracy) and notes for the report."""
+    (a sentence, for guards other than task accuracy) and notes for the report.
+    ``sequential``: the early stop's fields for the accuracy block (both results then
+    hold the evaluated items only); ``reference_full``: the reference on every item,
+    where known (what ``--accept`` stores)."""
 
     reference: AccuracyResult
     candidate: AccuracyResult
     source: str
     mode: str | None = None
     notes: list[str] = field(default_factory=list)
+    sequential: dict | None = None
+    reference_full: AccuracyResult | None = None
 
 
 class Guard(Protocol):

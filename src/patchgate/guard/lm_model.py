@@ -13,6 +13,12 @@ equal what lm-eval's own ``hf`` model answers for the same model and data:
 - ``max_gen_toks`` defaults to lm-eval's 256; log-likelihood requests split context
   and continuation as lm-eval does (trailing spaces of the context move over).
 - With a profile's ``chat_template`` the prompts go through the tokenizer's template.
+
+The sequential guard (:mod:`.sequential`) evaluates a growing share of the items: it
+runs the whole task each time, so every prompt (few-shot examples included) is the one
+a full run builds, and sets :attr:`EngineLM.only` to the items chosen so far. Requests
+of other items get an empty answer without reaching the engine (their scores are not
+read); answers already computed are kept and given again.
 """
 
 from __future__ import annotations
@@ -61,6 +67,34 @@ def lm_class():
             self.progress = progress
             self._pieces: list[str] | None = None
             self._stops: dict[tuple[str, ...], frozenset[int]] = {}
+            # the items to answer, {(task, doc_id)}; None: every item
+            self.only: set[tuple[str, int]] | None = None
+            self._kept: dict[tuple, object] = {}
+
+        def _split_work(self, requests, blank) -> tuple[list, list[int]]:
+            """The answers known so far (kept ones, ``blank`` for items not chosen) and
+            the indices of the requests the engine must answer."""
+            out: list = [None] * len(requests)
+            todo = []
+            for i, req in enumerate(requests):
+                key = self._key(req)
+                if self.only is not None and (req.task_name, req.doc_id) not in self.only:
+                    out[i] = blank
+                elif key in self._kept:
+                    out[i] = self._kept[key]
+                else:
+                    todo.append(i)
+            return out, todo
+
+        def _keep(self, requests, out: list, todo: list[int]) -> list:
+            if self.only is not None:
+                for i in todo:
+                    self._kept[self._key(requests[i])] = out[i]
+            return out
+
+        @staticmethod
+        def _key(req) -> tuple:
+            return (req.task_name, req.doc_id, req.idx, repr(req.args))
 
         def _encode(self, text: str) -> list[int]:
             return self.tok(text, add_special_tokens=False)["input_ids"]
@@ -100,16 +134,16 @@ def lm_class():
             return ctx_ids, cont_ids
 
         def loglikelihood(self, requests, disable_tqdm: bool = False):
-            pairs = [self._split(*req.args) for req in requests]
-            order = sorted(range(len(pairs)), key=lambda i: -len(pairs[i][0]) - len(pairs[i][1]))
-            out: list[tuple[float, bool] | None] = [None] * len(pairs)
+            out, todo = self._split_work(requests, (0.0, False))
+            pairs = {i: self._split(*requests[i].args) for i in todo}
+            order = sorted(todo, key=lambda i: -len(pairs[i][0]) - len(pairs[i][1]))
             for i in range(0, len(order), self.batch_size):
                 chunk = order[i: i + self.batch_size]
                 for j, res in zip(chunk, self.engine.loglikelihood([pairs[j] for j in chunk]),
                                   strict=True):
                     out[j] = res
                 self._tick(len(chunk))
-            return out
+            return self._keep(requests, out, todo)
 
         def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
             raise PatchgateError("rolling log-likelihood tasks (perplexity) are not "
@@ -131,10 +165,10 @@ def lm_class():
             return self._stops[key]
 
         def generate_until(self, requests, disable_tqdm: bool = False):
+            out, todo = self._split_work(requests, "")
             groups: dict[str, list[int]] = {}
-            for i, req in enumerate(requests):
-                groups.setdefault(group_key(req.args[1]), []).append(i)
-            out: list[str | None] = [None] * len(requests)
+            for i in todo:
+                groups.setdefault(group_key(requests[i].args[1]), []).append(i)
             for members in groups.values():
                 kwargs = requests[members[0]].args[1]
                 stops, limit = stop_sequences(kwargs), max_gen_toks(kwargs)
@@ -149,6 +183,6 @@ def lm_class():
                         text = self.tok.decode(row[:limit], skip_special_tokens=True)
                         out[i] = cut(text, stops)
                     self._tick(len(chunk))
-            return out
+            return self._keep(requests, out, todo)
 
     return EngineLM

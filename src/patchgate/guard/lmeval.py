@@ -48,21 +48,31 @@ class Tasks:
 
 def run_guard_tasks(engine, tokenizer, spec: Tasks, progress=None) -> AccuracyResult:
     """Run the tasks of ``spec`` through ``engine`` (see :class:`Tasks`)."""
-    tasks, task_path, primary = spec.names, spec.path, spec.primary
+    return collect(evaluate(make_lm(engine, tokenizer, spec, progress), spec), spec.primary)
+
+
+def make_lm(engine, tokenizer, spec: Tasks, progress=None):
+    """lm-eval's view of ``engine`` (:func:`patchgate.guard.lm_model.lm_class`)."""
+    from .lm_model import lm_class
+
+    return lm_class()(engine, tokenizer, spec.batch_size, progress)
+
+
+def evaluate(lm, spec: Tasks) -> dict:
+    """lm-eval's ``simple_evaluate`` of the tasks of ``spec`` through ``lm``: its result."""
+    tasks, task_path = spec.names, spec.path
     from lm_eval import simple_evaluate
 
-    from .lm_model import lm_class
     from .tasks import manager_for, raise_for_data
 
     for name in ("lm-eval", "lm_eval"):
         logging.getLogger(name).setLevel(logging.ERROR)
     manager = manager_for(list(tasks), task_path, spec.task_args)
-    lm = lm_class()(engine, tokenizer, spec.batch_size, progress)
     try:
         # lm-eval's own per-task progress bars go nowhere; ours (``progress``) stays.
         with contextlib.redirect_stderr(io.StringIO()):
-            res = simple_evaluate(model=lm, tasks=list(tasks), task_manager=manager,
-                                  log_samples=True, apply_chat_template=spec.chat_template)
+            return simple_evaluate(model=lm, tasks=list(tasks), task_manager=manager,
+                                   log_samples=True, apply_chat_template=spec.chat_template)
     except PatchgateError:
         raise
     except (ConnectionError, OSError) as e:
@@ -75,7 +85,6 @@ def run_guard_tasks(engine, tokenizer, spec: Tasks, progress=None) -> AccuracyRe
         raise PatchgateError(f"accuracy guard: lm-eval could not run tasks {list(tasks)} "
                              f"from {task_path}: {type(e).__name__}: {e}",
                              hint="check the task YAML files and their data") from e
-    return collect(res, primary)
 
 
 def collect(res: dict, primary: dict | None = None) -> AccuracyResult:
@@ -233,6 +242,8 @@ class LmEvalGuard:
             return run_guard_tasks(engine, engine.tokenizer, Tasks.of(profile), bar)
 
     def evaluate(self, ctx):
+        """Both results: every item with ``sequential.full`` (``--full-accuracy``), else
+        the items the sequential guard needs (:mod:`.sequential`)."""
         from .base import Outcome
         from .reference import reusable
         from .results import differences
@@ -240,9 +251,13 @@ class LmEvalGuard:
         prof, configs, reporter = ctx.profile, ctx.configs, ctx.reporter
         reporter.phase("accuracy_candidate", "accuracy: candidate")
         configs.ensure_started(("candidate",))
+        same = configs.same("reference", "candidate")
+        if not prof.sequential.full and not (same and ctx.full_reference):
+            return self._sequential(ctx)
         cand = self.one(configs.engine("candidate"), prof, reporter)
-        if configs.same("reference", "candidate"):
-            return Outcome(cand, cand, "measured now (the candidate has no patches)")
+        if same:  # with --accept it becomes the stored reference: every item
+            return Outcome(cand, cand, "measured now (the candidate has no patches)",
+                           reference_full=cand)
         notes: list[str] = []
         stored = ctx.stored_reference
         if reusable(stored, *ctx.fingerprints, ctx.force_environment, notes):
@@ -256,4 +271,56 @@ class LmEvalGuard:
                        "this environment, model and tasks)")
         configs.ensure_started(("reference",))
         ref = self.one(configs.engine("reference"), prof, reporter)
-        return Outcome(ref, cand, "measured now", notes=notes)
+        return Outcome(ref, cand, "measured now", notes=notes, reference_full=ref)
+
+    def _sequential(self, ctx):
+        """The sequential guard: the stored reference where it stands in; else, with
+        ``--accept``, the reference on every item first (it will be stored); else the
+        reference on the candidate's blocks."""
+        from . import sequential
+        from .base import Outcome
+
+        prof, configs, reporter = ctx.profile, ctx.configs, ctx.reporter
+        spec = Tasks.of(prof)
+        notes: list[str] = []
+        with reporter.progress(None, "accuracy") as bar:
+            engine = configs.engine("candidate")
+            cand_lm = make_lm(engine, engine.tokenizer, spec, bar)
+            suite = sequential.survey(cand_lm, spec)
+            if configs.same("reference", "candidate"):
+                reference, source, full = None, "measured now (the candidate has no " \
+                    "patches)", None
+            else:
+                reference, source, full = self._reference(ctx, suite, spec, bar, notes)
+            found = sequential.run(cand_lm, reference, spec, prof, reporter.say, suite)
+        notes.append(f"accuracy: {found.result.items_evaluated} of "
+                     f"{found.result.items_total} items ({found.fields()['stopped']})")
+        return Outcome(found.reference, found.candidate, source, notes=notes,
+                       sequential=found.fields(), reference_full=full)
+
+    def _reference(self, ctx, suite, spec: Tasks, bar, notes: list[str]):
+        """(what the candidate is paired with, where it came from, the full reference or
+        None): see :meth:`_sequential`."""
+        from .reference import reusable
+        from .results import differences
+
+        configs, reporter = ctx.configs, ctx.reporter
+        stored = ctx.stored_reference
+        if reusable(stored, *ctx.fingerprints, ctx.force_environment, notes):
+            changed = differences(stored["accuracy"], suite.result)
+            if not changed:
+                return stored["accuracy"], f"loaded from {ctx.stored_name}", \
+                    stored["accuracy"]
+            notes.append("stored reference accuracy not used: it was measured on "
+                         f"{'; '.join(changed)}; measured now")
+        configs.ensure_started(("reference",))
+        engine = configs.engine("reference")
+        if ctx.full_reference:
+            reporter.phase("accuracy_reference", "accuracy: reference, every item (it will "
+                           "be stored: --accept)")
+            full = run_guard_tasks(engine, engine.tokenizer, spec, bar)
+            return full, "measured now (every item)", full
+        reporter.say("accuracy: the reference on the candidate's items, block by block (no "
+                     "stored result for this environment, model and tasks)")
+        return make_lm(engine, engine.tokenizer, spec, bar), "measured now (the same " \
+            "items)", None

@@ -54,6 +54,8 @@ class TaskResult(TypedDict):
 class AccuracyResult(TypedDict):
     tasks: dict[str, TaskResult]
     mean: float
+    # a share of the items (the sequential guard stopped early): {"evaluated", "total"}
+    partial: NotRequired[dict]
 
 
 def filter_of(result: TaskResult) -> str:
@@ -64,6 +66,10 @@ def differences(stored: AccuracyResult, here: AccuracyResult) -> list[str]:
     """What keeps a stored accuracy from standing in for one measured now on the same
     model: other tasks, another primary metric or filter, other items."""
     out = []
+    if stored.get("partial"):
+        p = stored["partial"]
+        out.append(f"{p.get('evaluated')} of {p.get('total')} items only (partial)")
+        return out
     a, b = set(stored["tasks"]), set(here["tasks"])
     if a != b:
         out.append(f"tasks: stored {', '.join(sorted(a))}; now {', '.join(sorted(b))}")
@@ -147,4 +153,7 @@ def stored(result: AccuracyResult | None) -> AccuracyResult | None:
                     kept[k] = kept[k][:STORED_TEXT]
             samples.append(kept)
         tasks[name] = {**task, "samples": samples}
-    return AccuracyResult(tasks=tasks, mean=result["mean"])
+    out = AccuracyResult(tasks=tasks, mean=result["mean"])
+    if "partial" in result:
+        out["partial"] = dict(result["partial"])
+    return out

@@ -7,7 +7,7 @@
 """
 
 from .load import available, get_profile, listing
-from .schema import BATCH_SIZES, Lengths, Profile, Serving, Thresholds, repo_root
+from .schema import BATCH_SIZES, Lengths, Profile, Sequential, Serving, Thresholds, repo_root
 
-__all__ = ["BATCH_SIZES", "Lengths", "Profile", "Serving", "Thresholds", "available",
-           "get_profile", "listing", "repo_root"]
+__all__ = ["BATCH_SIZES", "Lengths", "Profile", "Sequential", "Serving", "Thresholds",
+           "available", "get_profile", "listing", "repo_root"]

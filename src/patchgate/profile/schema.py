@@ -40,6 +40,19 @@ class Thresholds:
 
 
 @dataclass(frozen=True)
+class Sequential:
+    """The accuracy guard's early stop (patchgate.guard.sequential): items in a seeded
+    order stratified over the tasks, a confidence sequence for the full-set ratio after
+    each block, and a stop as soon as it lies wholly on one side of accuracy_reject."""
+
+    full: bool = False  # evaluate every item (--full-accuracy)
+    # The allowed rate of early decisions that the full set would reverse.
+    delta: float = 0.01
+    block: int = 16  # items of the first look
+    growth: float = 1.5  # each later look sees this many times the items (fewer lm-eval runs)
+
+
+@dataclass(frozen=True)
 class Serving:
     """The serving scenario set (``Profile.scenarios = "serving"``): the contest's own
     measurement. Each configuration runs as an SGLang server; ``sglang.bench_serving``
@@ -85,6 +98,7 @@ class Profile:
     guard: str = "lm_eval"  # a name of patchgate.registry.GUARDS
     eval_batch_size: int = 16
     thresholds: Thresholds = field(default_factory=Thresholds)
+    sequential: Sequential = field(default_factory=Sequential)
     seed: int = 0
     # A shape of patchgate.profile.grow.SHAPES: the engines load ``model`` grown to it,
     # built into the cache on first use (patchgate.profile.grown); None: ``model`` itself.

@@ -113,9 +113,26 @@ def accuracy_lines(verdict: dict) -> list[str]:
         f"items: {a['n']}, right->wrong {a['flipped_to_wrong']}, "
         f"wrong->right {a['flipped_to_right']}, McNemar exact p={a['p_value']:.3g}",
     ]
+    if a.get("items_total"):
+        lines.append(sequential_line(a))
     if a.get("mode"):
         lines.append(f"guard: {a['mode']}")
     return lines
+
+
+def sequential_line(a: dict) -> str:
+    """How much of the suite the sequential guard evaluated, why it stopped, the full-set
+    interval then and the time a full pass would have taken more."""
+    low, high = a.get("interval") or (None, None)
+    seq = a.get("sequential") or {}
+    interval = (f"; full-set ratio {100 * low:.2f}-{100 * high:.2f} % "
+                f"({100 * (1 - seq.get('delta', 0.01)):.0f} % confidence sequence)"
+                if low is not None and high is not None and a["items_evaluated"] <
+                a["items_total"] else "")
+    saved = seq.get("saved_s_estimate")
+    return (f"sequential guard: {a['items_evaluated']} of {a['items_total']} items, "
+            f"{a['stopped']}{interval}"
+            + (f"; about {saved:.0f} s saved" if saved else ""))
 
 
 def _measure(metric: str, flt: str | None) -> str:

@@ -61,7 +61,9 @@ class SequentialSettings:
     """The guard's knobs, in one place.
 
     ``theta``: the limit on the ratio (``accuracy_reject``); ``delta``: the allowed rate
-    of early decisions the full set would reverse; ``block``: items between two looks;
+    of early decisions the full set would reverse; ``block``: items of the first look;
+    ``growth``: each later look sees this many times the items of the one before (at
+    least ``block`` more; 1: a look every ``block`` items), see :func:`looks`;
     ``truncation``: a bet never risks more than this fraction of the capital;
     ``prior_var`` and ``prior_weight``: the variance of z assumed before any item (in
     units of z) and how many items it counts for, in the bet size.
@@ -70,6 +72,7 @@ class SequentialSettings:
     theta: float = 0.99
     delta: float = 0.01
     block: int = 16
+    growth: float = 1.5
     truncation: float = 0.9
     prior_var: float = 0.25
     prior_weight: float = 1.0
@@ -81,10 +84,23 @@ class SequentialSettings:
             raise ValueError(f"delta must be in (0, 1), got {self.delta}")
         if self.block < 1:
             raise ValueError(f"block must be >= 1, got {self.block}")
+        if not self.growth >= 1:
+            raise ValueError(f"growth must be >= 1, got {self.growth}")
         if not 0 < self.truncation < 1:
             raise ValueError(f"truncation must be in (0, 1), got {self.truncation}")
         if not (self.prior_var > 0 and self.prior_weight > 0):
             raise ValueError("prior_var and prior_weight must be > 0")
+
+
+def looks(total: int, settings: SequentialSettings) -> list[int]:
+    """The items seen at each look: ``block``, then ``growth`` times as many (at least
+    ``block`` more), ending at ``total``. Fewer looks cost nothing in validity (the
+    sequence is valid at any stopping time); each costs the gate one lm-eval run."""
+    out, n = [], min(settings.block, total)
+    while n < total:
+        out.append(n)
+        n = min(total, max(n + settings.block, math.ceil(settings.growth * n)))
+    return [*out, total]
 
 
 @dataclass(frozen=True)

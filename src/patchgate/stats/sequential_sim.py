@@ -22,6 +22,7 @@ from .sequential import (
     SequentialGuard,
     SequentialResult,
     SequentialSettings,
+    looks,
 )
 from .strata import (
     _check_paired,
@@ -42,16 +43,21 @@ def sequential_test(
     reference_mean: float | None = None,
 ) -> SequentialResult:
     """Run the guard on per-task paired scores (``reference[t][i]``, ``candidate[t][i]``)
-    in the order of ``stratified_order(sizes, seed)``, a block at a time, until it stops."""
+    in the order of ``stratified_order(sizes, seed)``, look by look (:func:`looks`, as
+    the gate looks), until it stops."""
     sizes = _check_paired(reference, candidate)
     guard = SequentialGuard(sizes, task_weights, settings)
-    order = stratified_order(sizes, seed)
-    for start in range(0, len(order), settings.block):
-        chunk = order[start:start + settings.block]
+    _play(guard, reference, candidate, stratified_order(sizes, seed), settings)
+    return guard.result(reference_mean)
+
+
+def _play(guard, reference, candidate, order, settings) -> None:
+    done = 0
+    for n in looks(len(order), settings):
+        chunk, done = order[done:n], n
         if guard.add([reference[t][i] for t, i in chunk],
                      [candidate[t][i] for t, i in chunk]) != CONTINUE:
-            break
-    return guard.result(reference_mean)
+            return
 
 
 def flipped_to_ratio(
@@ -140,12 +146,8 @@ def disagreement(
     fractions = []
     for _ in range(orders):
         guard = SequentialGuard(sizes, task_weights, settings)
-        order = stratified_order(sizes, rng.getrandbits(64))
-        for start in range(0, len(order), settings.block):
-            chunk = order[start:start + settings.block]
-            if guard.add([reference[t][i] for t, i in chunk],
-                         [candidate[t][i] for t, i in chunk]) != CONTINUE:
-                break
+        _play(guard, reference, candidate, stratified_order(sizes, rng.getrandbits(64)),
+              settings)
         wrong += guard.decision != full
         fractions.append(guard.seen / guard.total)
         if guard.stopped == STOPPED_ALL:

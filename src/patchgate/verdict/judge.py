@@ -112,6 +112,26 @@ FLIPS_KEPT = 20  # flipped items in the verdict; all of them go to the flips fil
 CLIP = 300  # characters of a flipped item's texts in the verdict (a prompt's end)
 
 
+def accuracy_fails(accuracy: dict, limit: float) -> bool:
+    """The accuracy rule: the full-set ratio below ``limit``; where the sequential guard
+    stopped early, its decision (which predicts that, :mod:`patchgate.guard.sequential`)."""
+    if accuracy.get("decision") in ("pass", "reject"):
+        return accuracy["decision"] == "reject"
+    return accuracy["ratio"] < limit
+
+
+def _early(accuracy: dict) -> str:
+    """`` on 96 of 600 items (interval 90.1 % to 96.0 %)`` where the guard stopped early."""
+    n, total = accuracy.get("items_evaluated"), accuracy.get("items_total")
+    if n is None or n >= total:
+        return ""
+    low, high = accuracy.get("interval") or (None, None)
+    where = f" on {n} of {total} items"
+    if low is not None and high is not None:
+        where += f" (full-set interval {100 * low:.1f} % to {100 * high:.1f} %)"
+    return where
+
+
 def accuracy_block(reference_items: list[float], candidate_items: list[float],
                    reference: dict, candidate: dict, profile,
                    flips: list[dict] | None = None) -> dict:
@@ -232,13 +252,13 @@ def judge(profile, lat: LatencyResult, accuracy: dict, *, compared_with: str,
     :func:`patchgate.verdict.document.assemble` makes the document of it."""
     th = profile.thresholds
     reasons = []
-    if accuracy["ratio"] < th.accuracy_reject:
+    if accuracy_fails(accuracy, th.accuracy_reject):
         reasons.append(
             f"accuracy is {100 * accuracy['ratio']:.1f} % of the reference "
             f"({accuracy['candidate']:.4f} vs {accuracy['reference']:.4f}; "
             f"{accuracy['flipped_to_wrong']} items right->wrong, "
             f"{accuracy['flipped_to_right']} wrong->right, McNemar p={accuracy['p_value']:.3g})"
-            f", below the {100 * th.accuracy_reject:.0f} % limit")
+            + _early(accuracy) + f", below the {100 * th.accuracy_reject:.0f} % limit")
     scenario_rows = rows(lat)
     block = latency_block(lat, profile)
     slow = latency_reasons(scenario_rows, block, compared_with)

@@ -1,0 +1,96 @@
+"""The sequential accuracy guard in the gate (patchgate.guard.sequential), on real
+lm-eval and the fixture tasks, answered by the scripted engine of test_accuracy: the
+items in blocks, prompts as a full run builds them, only chosen items reach the engine,
+an early decision where the data allow and the exact full-set rule at the end."""
+
+from __future__ import annotations
+
+import pytest
+from test_accuracy import TASKS, ScriptedEngine, answers, rows
+
+from patchgate.guard import lmeval as acc
+from patchgate.guard import sequential
+from patchgate.profile import Sequential, get_profile
+from patchgate.stats import sequential as S
+
+SPEC = acc.Tasks(("fx_suite",), str(TASKS), 64)
+
+
+def lm(tok, said):
+    engine = ScriptedEngine(tok, said)
+    return acc.make_lm(engine, tok, SPEC), engine
+
+
+def prompts(engine) -> int:
+    return len(engine.calls)
+
+
+def profile(block=8, delta=0.01):
+    return get_profile("default").with_overrides(sequential=Sequential(block=block, delta=delta))
+
+
+def test_the_looks_grow_by_half_and_end_at_the_total():
+    def looks(total, block, growth=1.5):
+        return S.looks(total, S.SequentialSettings(block=block, growth=growth))
+    assert looks(600, 16) == [16, 32, 48, 72, 108, 162, 243, 365, 548, 600]
+    assert looks(10, 16) == [10]
+    assert looks(48, 8) == [8, 16, 24, 36, 48]
+    assert looks(40, 16, growth=1) == [16, 32, 40]
+
+
+def test_the_survey_answers_nothing_and_lists_every_item(tok):
+    model, engine = lm(tok, answers())
+    sv = sequential.survey(model, SPEC)
+    assert prompts(engine) == 0
+    assert sv.tasks == ("fx_arc", "fx_chain", "fx_gsm", "fx_hop")
+    assert sv.sizes == [16, 16, 16, 16] and sum(len(i) for i in sv.ids) == 64
+
+
+def test_a_clear_loss_is_rejected_before_the_end_on_full_run_prompts(tok):
+    """A third of the items wrong: rejected on a share of them. Each evaluated item has
+    the prompt and the score a full run gives it; no other item reached the engine."""
+    wrong = {r["id"] for r in rows("addition")} | {r["id"] for r in rows("fact_mc")}
+    cand, engine = lm(tok, answers(wrong))
+    ref, _ = lm(tok, answers())
+    found = sequential.run(cand, ref, SPEC, profile())
+    f = found.fields()
+    assert f["decision"] == "reject" and f["items_evaluated"] < f["items_total"] == 64
+    assert found.candidate["partial"] == {"evaluated": f["items_evaluated"], "total": 64}
+    full = acc.run_guard_tasks(ScriptedEngine(tok, answers(wrong)), tok, SPEC)
+    for name, task in found.candidate["tasks"].items():
+        whole = {s["id"]: s for s in full["tasks"][name]["samples"]}
+        for s in task["samples"]:
+            assert (s["prompt"], s["score"]) == (whole[s["id"]]["prompt"], whole[s["id"]]["score"])
+    assert [i["id"] for t in found.reference["tasks"].values() for i in t["samples"]] == \
+        [i["id"] for t in found.candidate["tasks"].values() for i in t["samples"]]
+
+
+def test_no_change_passes_and_a_stored_reference_pairs_by_id(tok):
+    """No change on 64 items: a pass needs nearly every item (the unseen ones could
+    all be lost), so it runs to the end; paired with the stored reference's scores."""
+    stored = acc.run_guard_tasks(ScriptedEngine(tok, answers()), tok, SPEC)
+    cand, engine = lm(tok, answers())
+    found = sequential.run(cand, stored, SPEC, profile())
+    assert found.result.decision == "pass" and found.result.reference_exact
+    assert found.reference["tasks"]["fx_gsm"]["samples"][0]["id"] == \
+        found.candidate["tasks"]["fx_gsm"]["samples"][0]["id"]
+
+
+def test_at_the_last_item_the_decision_is_the_full_set_rule(tok):
+    """One item of 64 wrong: 98.4 % of the reference, a loss no early look can show at
+    this size: the guard runs to the end and rejects, as the full-set rule does."""
+    wrong = {rows("addition")[0]["id"]}
+    cand, _ = lm(tok, answers(wrong))
+    ref, _ = lm(tok, answers())
+    found = sequential.run(cand, ref, SPEC, profile())
+    assert found.result.items_evaluated == 64 and found.result.decision == "reject"
+    assert "partial" not in found.candidate
+
+
+@pytest.mark.parametrize("keep", [{"fx_gsm": {"addition-0001"}}, {}])
+def test_subset_recomputes_values_and_marks_partial(tok, keep):
+    full = acc.run_guard_tasks(ScriptedEngine(tok, answers()), tok, SPEC)
+    part = sequential.subset(full, keep, 64)
+    assert set(part["tasks"]) == set(keep)
+    assert all("others" not in t for t in part["tasks"].values())
+    assert part.get("partial", {}).get("evaluated", 0) == sum(len(v) for v in keep.values())
