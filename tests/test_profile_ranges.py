@@ -14,7 +14,7 @@ from patchgate.cli import main
 from patchgate.errors import PatchgateError
 from patchgate.profile import Profile, Thresholds, get_profile
 from patchgate.profile import load as profiles
-from patchgate.profile.schema import Serving
+from patchgate.profile.schema import Sequential, Serving
 
 BASE = '''description = "x"
 model = "models/default"
@@ -117,7 +117,8 @@ def test_every_number_of_the_schema_has_a_range():
                 if "int" in str(f.type) or "float" in str(f.type)}
 
     keys = numeric(Profile) | numeric(profiles.Lengths, "lengths.") | \
-        numeric(Thresholds, "thresholds.") | numeric(Serving, "serving.")
+        numeric(Thresholds, "thresholds.") | numeric(Serving, "serving.") | \
+        numeric(Sequential, "sequential.")
     own = {"batch_sizes", "serving.concurrencies"}
     assert len(keys) > 20
     assert keys - own == set(profiles.RANGES)

@@ -15,7 +15,7 @@ import pytest
 
 from patchgate.cli import main
 from patchgate.errors import PatchgateError
-from patchgate.guard.lmeval import LmEvalGuard
+from patchgate.guard.lmeval_guard import LmEvalGuard
 from patchgate.guard.tasks import check_tasks, read_folder
 from patchgate.profile import get_profile
 

@@ -41,7 +41,7 @@ SCENARIO_SETS = {
     "serving": Entry("patchgate.latency.serving.phase:ServingSet"),
 }
 GUARDS = {
-    "lm_eval": Entry("patchgate.guard.lmeval:LmEvalGuard"),
+    "lm_eval": Entry("patchgate.guard.lmeval_guard:LmEvalGuard"),
     "token_agreement": Entry("patchgate.guard.agreement:AgreementGuard"),
 }
 KINDS = {"engine": ENGINES, "scenarios": SCENARIO_SETS, "guard": GUARDS}

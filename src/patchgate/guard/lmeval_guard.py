@@ -1,0 +1,113 @@
+"""The guard ``lm_eval`` (:mod:`patchgate.registry`): the profile's lm-eval tasks on the
+candidate and on the reference, through the run's engines (:mod:`.lmeval`), stopping
+as soon as the full-set answer is certain (:mod:`.sequential`) unless the profile says
+``[sequential] full``; a stored reference stands in where it matches (:mod:`.reference`).
+"""
+
+from __future__ import annotations
+
+from ..errors import PatchgateError
+from . import sequential
+from .base import Outcome
+from .lmeval import Tasks, make_lm, run_guard_tasks
+from .reference import reusable
+from .results import AccuracyResult, differences
+
+
+class LmEvalGuard:
+    """The guard ``lm_eval``: the profile's tasks on the candidate, and on the reference
+    unless a stored result of this environment, model and task data stands in."""
+
+    name = "lm_eval"
+    alone = True
+
+    def check(self, profile) -> None:
+        """Before any engine starts: the task names known, every task file of the task
+        folder readable, each task built with its data (:func:`.tasks.check_tasks`)."""
+        from .tasks import check_tasks
+
+        if not profile.tasks:
+            raise PatchgateError(f"profile {profile.name}: no tasks",
+                                 hint="name at least one lm-eval task or group")
+        check_tasks(list(profile.tasks), str(profile.task_folder()), profile.task_args)
+
+    def one(self, engine, profile, reporter) -> AccuracyResult:
+        with reporter.progress(None, "accuracy") as bar:
+            return run_guard_tasks(engine, engine.tokenizer, Tasks.of(profile), bar)
+
+    def evaluate(self, ctx):
+        """Both results: every item with ``sequential.full`` (``--full-accuracy``), else
+        the items the sequential guard needs (:mod:`.sequential`)."""
+
+        prof, configs, reporter = ctx.profile, ctx.configs, ctx.reporter
+        reporter.phase("accuracy_candidate", "accuracy: candidate")
+        configs.ensure_started(("candidate",))
+        same = configs.same("reference", "candidate")
+        if not prof.sequential.full and not (same and ctx.full_reference):
+            return self._sequential(ctx)
+        cand = self.one(configs.engine("candidate"), prof, reporter)
+        if same:  # with --accept it becomes the stored reference: every item
+            return Outcome(cand, cand, "measured now (the candidate has no patches)",
+                           reference_full=cand)
+        notes: list[str] = []
+        stored = ctx.stored_reference
+        if reusable(stored, *ctx.fingerprints, ctx.force_environment, notes):
+            changed = differences(stored["accuracy"], cand)
+            if not changed:
+                return Outcome(stored["accuracy"], cand, f"loaded from {ctx.stored_name}",
+                               notes=notes)
+            notes.append("stored reference accuracy not used: it was measured on "
+                         f"{'; '.join(changed)}; measured now")
+        reporter.phase("accuracy_reference", "accuracy: reference (no stored result for "
+                       "this environment, model and tasks)")
+        configs.ensure_started(("reference",))
+        ref = self.one(configs.engine("reference"), prof, reporter)
+        return Outcome(ref, cand, "measured now", notes=notes, reference_full=ref)
+
+    def _sequential(self, ctx):
+        """The sequential guard: the stored reference where it stands in; else, with
+        ``--accept``, the reference on every item first (it will be stored); else the
+        reference on the candidate's blocks."""
+
+        prof, configs, reporter = ctx.profile, ctx.configs, ctx.reporter
+        spec = Tasks.of(prof)
+        notes: list[str] = []
+        with reporter.progress(None, "accuracy") as bar:
+            engine = configs.engine("candidate")
+            cand_lm = make_lm(engine, engine.tokenizer, spec, bar)
+            suite = sequential.survey(cand_lm, spec)
+            if configs.same("reference", "candidate"):
+                reference, source, full = None, "measured now (the candidate has no " \
+                    "patches)", None
+            else:
+                reference, source, full = self._reference(ctx, suite, spec, bar, notes)
+            found = sequential.run(cand_lm, reference, spec, prof, reporter.say, suite)
+        notes.append(f"accuracy: {found.result.items_evaluated} of "
+                     f"{found.result.items_total} items ({found.fields()['stopped']})")
+        return Outcome(found.reference, found.candidate, source, notes=notes,
+                       sequential=found.fields(), reference_full=full)
+
+    def _reference(self, ctx, suite, spec: Tasks, bar, notes: list[str]):
+        """(what the candidate is paired with, where it came from, the full reference or
+        None): see :meth:`_sequential`."""
+
+        configs, reporter = ctx.configs, ctx.reporter
+        stored = ctx.stored_reference
+        if reusable(stored, *ctx.fingerprints, ctx.force_environment, notes):
+            changed = differences(stored["accuracy"], suite.result)
+            if not changed:
+                return stored["accuracy"], f"loaded from {ctx.stored_name}", \
+                    stored["accuracy"]
+            notes.append("stored reference accuracy not used: it was measured on "
+                         f"{'; '.join(changed)}; measured now")
+        configs.ensure_started(("reference",))
+        engine = configs.engine("reference")
+        if ctx.full_reference:
+            reporter.phase("accuracy_reference", "accuracy: reference, every item (it will "
+                           "be stored: --accept)")
+            full = run_guard_tasks(engine, engine.tokenizer, spec, bar)
+            return full, "measured now (every item)", full
+        reporter.say("accuracy: the reference on the candidate's items, block by block (no "
+                     "stored result for this environment, model and tasks)")
+        return make_lm(engine, engine.tokenizer, spec, bar), "measured now (the same " \
+            "items)", None
