@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..stats.sequential import CONTINUE, SequentialGuard, SequentialSettings
+from ..stats.sequential import looks as look_sizes
 from ..stats.strata import pooled_weights, stratified_order
 from .lmeval import Tasks, collect, evaluate
 from .results import AccuracyResult
@@ -134,9 +135,9 @@ def run(candidate_lm, reference, spec: Tasks, prof, say=lambda _: None,
     stored = reference if isinstance(reference, dict) else None
     ref_mean = stored_mean(stored) if stored else None
     done, runs = 0, 1
-    looks: list[dict] = []
+    trail: list[dict] = []
     cand = ref = sv.result
-    for n in looks(len(order), how):
+    for n in look_sizes(len(order), how):
         chosen = {(sv.tasks[t], sv.docs[t][k]) for t, k in order[:n]}
         cand = _answered(candidate_lm, chosen, spec)
         if reference is None:
@@ -152,7 +153,7 @@ def run(candidate_lm, reference, spec: Tasks, prof, say=lambda _: None,
         guard.add([p[0] for p in pairs], [p[1] for p in pairs])
         done = n
         now = guard.result(ref_mean)
-        looks.append({"items": n, "interval": [now.ratio_low, now.ratio_high]})
+        trail.append({"items": n, "interval": [now.ratio_low, now.ratio_high]})
         say(f"accuracy: {n} of {len(order)} items, ratio interval "
             f"{_show(now.ratio_low)}..{_show(now.ratio_high)}"
             + ("" if guard.decision == CONTINUE else f": {now.stopped}"))
@@ -163,7 +164,7 @@ def run(candidate_lm, reference, spec: Tasks, prof, say=lambda _: None,
         keep.setdefault(sv.tasks[t], set()).add(sv.ids[t][k])
     sha = hashlib.sha256(repr(order).encode()).hexdigest()[:16]
     return Run(subset(cand, keep, len(order)), subset(ref, keep, len(order)),
-               guard.result(ref_mean), prof.seed, sha, runs, time.perf_counter() - t0, looks)
+               guard.result(ref_mean), prof.seed, sha, runs, time.perf_counter() - t0, trail)
 
 
 def stored_mean(result: AccuracyResult) -> float:
