@@ -169,3 +169,37 @@ def test_stored_pairing_gain_on_committed_h200_samples(capsys):
     assert all(g["gain"] > 1.1 for g in gains.values())
     assert main(["calibrate", "--profile", "h200-default", "--stored"]) == 0
     assert "unpaired / paired" in capsys.readouterr().out
+
+
+def test_the_load_dies_with_a_calibration_that_is_killed():
+    """A calibration ended by SIGKILL (a CI runner's hard cancel) leaves no busy process
+    behind: each spinner ends with the process that started it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = ("import sys, time\nfrom patchgate.tools.load import cpu_load\n"
+            "with cpu_load(2) as procs:\n"
+            "    print(' '.join(str(p.pid) for p in procs), flush=True)\n"
+            "    time.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    spinners = [int(x) for x in parent.stdout.readline().split()]
+    assert len(spinners) == 2
+
+    def alive(pid):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        with open(f"/proc/{pid}/stat") as f:  # a zombie not yet reaped is gone too
+            return f.read().split()[2] != "Z"
+
+    assert all(alive(p) for p in spinners)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait(10)
+    deadline = time.time() + 10
+    while any(alive(p) for p in spinners) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(p) for p in spinners)

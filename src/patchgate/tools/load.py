@@ -15,13 +15,25 @@ import signal
 import subprocess
 import sys
 
-SPIN = "while True:\n    pass\n"
+# Each spinner dies with the process that started it, however that one ends (SIGKILL
+# included: Linux PR_SET_PDEATHSIG), so a killed calibration leaves no CPU hog behind.
+SPIN = (
+    "import ctypes, os, sys\n"
+    "try:\n"
+    "    ctypes.CDLL(None, use_errno=True).prctl(1, 9)\n"
+    "except (OSError, AttributeError):\n"
+    "    pass\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    sys.exit(0)\n"
+    "while True:\n"
+    "    pass\n"
+)
 
 
 @contextlib.contextmanager
 def cpu_load(processes: int):
     """``processes`` busy processes for the ``with`` block (0: none)."""
-    procs = [subprocess.Popen([sys.executable, "-c", SPIN], stdin=subprocess.DEVNULL,
+    procs = [subprocess.Popen([sys.executable, "-c", SPIN, str(os.getpid())], stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True) for _ in range(max(0, processes))]
     try:
