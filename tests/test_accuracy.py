@@ -85,12 +85,12 @@ def right(tok):
 def test_stop_sequences_never_leak_between_tasks(tok, right):
     result, engine = right
     dot, eq = (tok.convert_tokens_to_ids(t) for t in (".", "="))
-    # one batch per generation setting: fx_gsm (newline: no token holds it), fx_chain
-    # ("."), fx_hop ("="); each with its own stops (and EOS) only
-    stops = sorted((max_new, sorted(s)) for _, max_new, s in engine.calls)
-    assert stops == [(4, sorted({eq, tok.eos_token_id})),
-                     (10, [tok.eos_token_id]),
-                     (16, sorted({dot, tok.eos_token_id}))]
+    # batches per generation setting (split by prompt length): fx_gsm (newline: no token
+    # holds it), fx_chain ("."), fx_hop ("="); each with its own stops (and EOS) only
+    stops = sorted({(max_new, tuple(sorted(s))) for _, max_new, s in engine.calls})
+    assert stops == [(4, tuple(sorted({eq, tok.eos_token_id}))),
+                     (10, (tok.eos_token_id,)),
+                     (16, tuple(sorted({dot, tok.eos_token_id})))]
     # the chain answer holds fx_hop's "=": cut only at its own "."
     assert result["tasks"]["fx_chain"]["value"] == 1.0
     assert result["tasks"]["fx_chain"]["samples"][0]["output"].strip() == "w = m = r = 6 6 5"

@@ -13,7 +13,7 @@ from patchgate.guard import sequential
 from patchgate.profile import Sequential, get_profile
 from patchgate.stats import sequential as S
 
-SPEC = acc.Tasks(("fx_suite",), str(TASKS), 64)
+SPEC = acc.Tasks(("fx_suite",), str(TASKS), 2)  # batches of 2: first look 8 items
 
 
 def lm(tok, said):
@@ -25,16 +25,24 @@ def prompts(engine) -> int:
     return len(engine.calls)
 
 
+@pytest.fixture(autouse=True)
+def schedule_only(monkeypatch):
+    """Scripted engines answer in no time, so the guard would space its looks to the end
+    (:func:`sequential.least_step`); here the looks follow the schedule alone."""
+    monkeypatch.setattr(sequential, "ANSWERING_PER_OVERHEAD", 0)
+
+
 def profile(block=8, delta=0.01):
     return get_profile("default").with_overrides(sequential=Sequential(block=block, delta=delta))
 
 
-def test_the_looks_grow_by_half_and_end_at_the_total():
-    def looks(total, block, growth=1.5):
+def test_the_looks_grow_by_a_factor_and_end_at_the_total():
+    def looks(total, block, growth=1.25):
         return S.looks(total, S.SequentialSettings(block=block, growth=growth))
-    assert looks(600, 16) == [16, 32, 48, 72, 108, 162, 243, 365, 548, 600]
+    assert looks(600, 16) == [16, 32, 48, 64, 80, 100, 125, 157, 197, 247, 309, 387, 484, 600]
+    assert looks(600, 16, growth=1.5) == [16, 32, 48, 72, 108, 162, 243, 365, 548, 600]
     assert looks(10, 16) == [10]
-    assert looks(48, 8) == [8, 16, 24, 36, 48]
+    assert looks(48, 8, growth=1.5) == [8, 16, 24, 36, 48]
     assert looks(40, 16, growth=1) == [16, 32, 40]
 
 
@@ -94,3 +102,17 @@ def test_subset_recomputes_values_and_marks_partial(tok, keep):
     assert set(part["tasks"]) == set(keep)
     assert all("others" not in t for t in part["tasks"].values())
     assert part.get("partial", {}).get("evaluated", 0) == sum(len(v) for v in keep.values())
+
+
+def test_a_look_waits_until_its_answering_outweighs_its_lm_eval_runs(monkeypatch):
+    monkeypatch.setattr(sequential, "ANSWERING_PER_OVERHEAD", 4)
+    points = S.looks(600, S.SequentialSettings(block=16, growth=1.25))
+    assert sequential.next_look(points, 0, 1) == 16
+    assert sequential.next_look(points, 16, 1) == 32
+    assert sequential.next_look(points, 16, 100) == 125  # the first point 100 items on
+    assert sequential.next_look(points, 500, 1000) == 600  # never past the end
+    # 16 items took 2.2 s, of which 2 x 0.5 s were the two lm-eval runs' fixed cost:
+    # 75 ms of answering an item, so the next look adds 4 x 1 s of it, 54 items
+    assert sequential.least_step(2.2, 16, 2, 0.5) == 54
+    # a real evaluation: seconds an item, a look's fixed cost is nothing
+    assert sequential.least_step(160.0, 16, 2, 0.5) == 1

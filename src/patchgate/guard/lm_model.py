@@ -55,6 +55,25 @@ def cut(text: str, stops: list[str]) -> str:
     return text
 
 
+# A batch pads every request to its longest; a request less than this share of the
+# batch's longest starts a new batch. A full pass sorts hundreds of requests by length, so
+# its batches are even anyway; the few dozen random items of a sequential look are not.
+LENGTH_SPREAD = 0.5
+
+
+def chunks(order: list[int], sizes: list[int], batch: int) -> list[list[int]]:
+    """``order`` (sorted longest first, ``sizes`` its lengths) cut into batches of at most
+    ``batch`` requests, each none shorter than :data:`LENGTH_SPREAD` of its first."""
+    out: list[list[int]] = []
+    head = 0
+    for i, (item, size) in enumerate(zip(order, sizes, strict=True)):
+        if not out or len(out[-1]) >= batch or size < LENGTH_SPREAD * sizes[head]:
+            out.append([])
+            head = i
+        out[-1].append(item)
+    return out
+
+
 def lm_class():
     from lm_eval.api.model import LM
 
@@ -137,8 +156,8 @@ def lm_class():
             out, todo = self._split_work(requests, (0.0, False))
             pairs = {i: self._split(*requests[i].args) for i in todo}
             order = sorted(todo, key=lambda i: -len(pairs[i][0]) - len(pairs[i][1]))
-            for i in range(0, len(order), self.batch_size):
-                chunk = order[i: i + self.batch_size]
+            sizes = [len(pairs[i][0]) + len(pairs[i][1]) for i in order]
+            for chunk in chunks(order, sizes, self.batch_size):
                 for j, res in zip(chunk, self.engine.loglikelihood([pairs[j] for j in chunk]),
                                   strict=True):
                     out[j] = res
@@ -175,8 +194,7 @@ def lm_class():
                 stop_ids = self._stop_ids(stops)
                 prompts = {i: self._encode(requests[i].args[0]) for i in members}
                 order = sorted(members, key=lambda i: -len(prompts[i]))
-                for k in range(0, len(order), self.batch_size):
-                    chunk = order[k: k + self.batch_size]
+                for chunk in chunks(order, [len(prompts[i]) for i in order], self.batch_size):
                     rows = self.engine.generate_until([prompts[i] for i in chunk], limit,
                                                       stop_ids)
                     for i, row in zip(chunk, rows, strict=True):

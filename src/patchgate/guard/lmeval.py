@@ -16,6 +16,7 @@ The results and their pairing: :mod:`.results`. The guard ``lm_eval`` that runs 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import logging
@@ -70,7 +71,7 @@ def evaluate(lm, spec: Tasks) -> dict:
     manager = manager_for(list(tasks), task_path, spec.task_args)
     try:
         # lm-eval's own per-task progress bars go nowhere; ours (``progress``) stays.
-        with contextlib.redirect_stderr(io.StringIO()):
+        with contextlib.redirect_stderr(io.StringIO()), _lean():
             return simple_evaluate(model=lm, tasks=list(tasks), task_manager=manager,
                                    log_samples=True, apply_chat_template=spec.chat_template)
     except PatchgateError:
@@ -85,6 +86,37 @@ def evaluate(lm, spec: Tasks) -> dict:
         raise PatchgateError(f"accuracy guard: lm-eval could not run tasks {list(tasks)} "
                              f"from {task_path}: {type(e).__name__}: {e}",
                              hint="check the task YAML files and their data") from e
+
+
+@contextlib.contextmanager
+def _lean():
+    """lm-eval without two per-run costs that no verdict reads, its results otherwise the
+    same: the environment report (``add_env_info``: pip and nvidia-smi in subprocesses,
+    about 0.5 s a run) and a fresh Jinja compile of every template for every item (about
+    1 s for the 600 items of the default suite); here each template is compiled once per
+    process. The sequential guard runs lm-eval once a look, so these were most of a
+    look's cost on a small model. Restored on the way out."""
+    import lm_eval.evaluator as evaluator
+    import lm_eval.utils as utils
+
+    saved = evaluator.add_env_info, utils.apply_template
+    evaluator.add_env_info = lambda results: None
+    utils.apply_template = _apply_template
+    try:
+        yield
+    finally:
+        evaluator.add_env_info, utils.apply_template = saved
+
+
+def _apply_template(template: str, doc: dict) -> str:
+    return _compiled(template).render(**doc)
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(template: str):
+    import lm_eval.utils as utils
+
+    return utils.env.from_string(template)
 
 
 def collect(res: dict, primary: dict | None = None) -> AccuracyResult:

@@ -9,9 +9,15 @@ predicts that outcome from a share of the items (:mod:`patchgate.stats.sequentia
    filter, for the pairing and for the stored reference's check.
 2. **Order.** The items in a seeded order stratified over the tasks
    (:func:`patchgate.stats.strata.stratified_order`, the profile's seed).
-3. **Blocks.** The first ``sequential.block`` items, then ``sequential.growth`` times as
-   many at each look (16, 32, 48, 72, 108, ...: ten lm-eval runs for 600 items, not 38;
-   :func:`patchgate.stats.sequential.looks`). Each block is one lm-eval run of the whole tasks
+3. **Blocks.** The first ``sequential.block`` items, but at least one engine batch per
+   task (``eval_batch_size`` x tasks: lm-eval batches each task's requests apart, and a
+   batch of 3 costs nearly what a batch of 16 does), then ``sequential.growth`` times as
+   many at each look, at least a block more (16 x 6 tasks on the default suite: 96, 192,
+   288, 384, 480, 600; :func:`patchgate.stats.sequential.looks`). A look also waits until it adds
+   answering time worth :data:`ANSWERING_PER_OVERHEAD` times its lm-eval runs' fixed cost
+   (the survey's time, measured): on a small model on CPU a run's fixed cost is the
+   answering time of dozens of items, on a real evaluation that of a fraction of one.
+   Each block is one lm-eval run of the whole tasks
    in which only the items chosen so far are answered (:attr:`EngineLM.only`), so every
    prompt is the one a full run builds (few-shot examples included); answers already
    computed are not computed again. The candidate's scores are paired with the
@@ -51,6 +57,7 @@ class Survey:
     docs: tuple[tuple[int, ...], ...]
     ids: tuple[tuple[str, ...], ...]
     result: AccuracyResult
+    seconds: float = 0.0  # one lm-eval run with no item answered: a look's fixed cost
 
     @property
     def sizes(self) -> list[int]:
@@ -59,13 +66,37 @@ class Survey:
 
 def survey(lm, spec: Tasks) -> Survey:
     """Run the tasks through ``lm`` with no item answered (step 1)."""
+    import lm_eval.evaluator  # noqa: F401 - imported before the clock: not a look's cost
+
+    t0 = time.perf_counter()
     lm.only = set()
     res = evaluate(lm, spec)
     result = collect(res, spec.primary)
     tasks = tuple(sorted(result["tasks"]))
     docs = tuple(tuple(sorted({s["doc_id"] for s in res["samples"][t]})) for t in tasks)
     ids = tuple(tuple(i["id"] for i in result["tasks"][t]["samples"]) for t in tasks)
-    return Survey(tasks, docs, ids, result)
+    return Survey(tasks, docs, ids, result, time.perf_counter() - t0)
+
+
+# A look costs one lm-eval run per engine whatever it adds; where answering is cheap (a
+# small model on CPU) the next look waits until it adds at least this many times that cost
+# in answering time, so the runs never cost more than a fifth of the guard's time.
+ANSWERING_PER_OVERHEAD = 4
+
+
+def next_look(points: list[int], done: int, step: int) -> int:
+    """The first of the schedule's ``points`` that adds at least ``step`` items to the
+    ``done`` ones (the last point where none does). Any look schedule keeps the guard's
+    error rate: the confidence sequence holds at every stopping time."""
+    return next((p for p in points if p >= done + max(1, step)), points[-1])
+
+
+def least_step(look_s: float, added: int, runs: int, overhead_s: float) -> int:
+    """Items the next look must add so that its answering takes at least
+    :data:`ANSWERING_PER_OVERHEAD` times its ``runs`` lm-eval runs' fixed cost
+    (``overhead_s`` each), from the last look: ``look_s`` for ``added`` items."""
+    answering = max(look_s - runs * overhead_s, 1e-9) / max(1, added)
+    return math.ceil(ANSWERING_PER_OVERHEAD * runs * overhead_s / answering)
 
 
 def subset(result: AccuracyResult, keep: dict[str, set[str]], total: int) -> AccuracyResult:
@@ -99,22 +130,24 @@ class Run:
     runs: int = 0  # lm-eval runs per engine
     seconds: float = 0.0
     looks: list[dict] = field(default_factory=list)
+    saved_s: float = 0.0  # the answering time of the items not evaluated, estimated
+    block: int = 0  # items at the first look (and the least a look adds)
 
     def fields(self) -> dict:
         """The accuracy block's ``items_evaluated``, ``items_total``, ``stopped``,
         ``interval`` and ``sequential`` (how: level, seed, order, looks, time)."""
         r = self.result
-        left = r.items_total - r.items_evaluated
         return {
             "items_evaluated": r.items_evaluated, "items_total": r.items_total,
             "stopped": r.stopped or "all items evaluated", "decision": r.decision,
             "interval": [r.ratio_low, r.ratio_high],
             "sequential": {
                 "delta": r.delta, "seed": self.seed, "order_sha256": self.order_sha,
+                "block": self.block,
                 "ratio_estimate": r.ratio_estimate, "reference_exact": r.reference_exact,
                 "looks": self.looks, "lm_eval_runs": self.runs,
                 "seconds": round(self.seconds, 1),
-                "saved_s_estimate": round(self.seconds / max(1, r.items_evaluated) * left, 1),
+                "saved_s_estimate": round(self.saved_s, 1),
             },
         }
 
@@ -129,15 +162,21 @@ def run(candidate_lm, reference, spec: Tasks, prof, say=lambda _: None,
     sv = sv or survey(candidate_lm, spec)
     sizes, settings = sv.sizes, prof.sequential
     order = stratified_order(sizes, prof.seed)
+    # a look fills the engine's batches: lm-eval batches each task's requests apart, and a
+    # batch of 3 costs nearly what a batch of 16 does (``eval_batch_size`` per task)
+    block = max(settings.block, min(len(order), spec.batch_size * len(sizes)))
     how = SequentialSettings(theta=prof.thresholds.accuracy_reject, delta=settings.delta,
-                             block=settings.block, growth=settings.growth)
+                             block=block, growth=settings.growth)
     guard = SequentialGuard(sizes, pooled_weights(sizes), how)
     stored = reference if isinstance(reference, dict) else None
     ref_mean = stored_mean(stored) if stored else None
-    done, runs = 0, 1
+    done, runs, step, per_item = 0, 1, 1, 0.0
+    sides = 2 if reference is not None and stored is None else 1
+    points = look_sizes(len(order), how)
     trail: list[dict] = []
     cand = ref = sv.result
-    for n in look_sizes(len(order), how):
+    while done < len(order):
+        n, t_look = next_look(points, done, step), time.perf_counter()
         chosen = {(sv.tasks[t], sv.docs[t][k]) for t, k in order[:n]}
         cand = _answered(candidate_lm, chosen, spec)
         if reference is None:
@@ -151,9 +190,13 @@ def run(candidate_lm, reference, spec: Tasks, prof, say=lambda _: None,
         pairs = [(ri[sv.tasks[t]][sv.ids[t][k]], ci[sv.tasks[t]][sv.ids[t][k]])
                  for t, k in order[done:n]]
         guard.add([p[0] for p in pairs], [p[1] for p in pairs])
+        look_s = time.perf_counter() - t_look
+        step = least_step(look_s, n - done, sides, sv.seconds)
+        per_item = max(look_s - sides * sv.seconds, 0.0) / (n - done)
         done = n
         now = guard.result(ref_mean)
-        trail.append({"items": n, "interval": [now.ratio_low, now.ratio_high]})
+        trail.append({"items": n, "interval": [now.ratio_low, now.ratio_high],
+                      "seconds": round(look_s, 2)})
         say(f"accuracy: {n} of {len(order)} items, ratio interval "
             f"{_show(now.ratio_low)}..{_show(now.ratio_high)}"
             + ("" if guard.decision == CONTINUE else f": {now.stopped}"))
@@ -164,7 +207,8 @@ def run(candidate_lm, reference, spec: Tasks, prof, say=lambda _: None,
         keep.setdefault(sv.tasks[t], set()).add(sv.ids[t][k])
     sha = hashlib.sha256(repr(order).encode()).hexdigest()[:16]
     return Run(subset(cand, keep, len(order)), subset(ref, keep, len(order)),
-               guard.result(ref_mean), prof.seed, sha, runs, time.perf_counter() - t0, trail)
+               guard.result(ref_mean), prof.seed, sha, runs, time.perf_counter() - t0, trail,
+               per_item * (len(order) - done), block)
 
 
 def stored_mean(result: AccuracyResult) -> float:

@@ -49,7 +49,7 @@ class Sequential:
     # The allowed rate of early decisions that the full set would reverse.
     delta: float = 0.01
     block: int = 16  # items of the first look
-    growth: float = 1.5  # each later look sees this many times the items (fewer lm-eval runs)
+    growth: float = 1.25  # each later look sees this many times the items (fewer lm-eval runs)
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,7 @@ class SequentialSettings:
     theta: float = 0.99
     delta: float = 0.01
     block: int = 16
-    growth: float = 1.5
+    growth: float = 1.25
     truncation: float = 0.9
     prior_var: float = 0.25
     prior_weight: float = 1.0

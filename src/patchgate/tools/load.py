@@ -33,9 +33,10 @@ SPIN = (
 @contextlib.contextmanager
 def cpu_load(processes: int):
     """``processes`` busy processes for the ``with`` block (0: none)."""
-    procs = [subprocess.Popen([sys.executable, "-c", SPIN, str(os.getpid())], stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True) for _ in range(max(0, processes))]
+    procs = [subprocess.Popen([sys.executable, "-c", SPIN, str(os.getpid())],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+             for _ in range(max(0, processes))]
     try:
         yield procs
     finally:
