@@ -116,3 +116,12 @@ def test_a_look_waits_until_its_answering_outweighs_its_lm_eval_runs(monkeypatch
     assert sequential.least_step(2.2, 16, 2, 0.5) == 54
     # a real evaluation: seconds an item, a look's fixed cost is nothing
     assert sequential.least_step(160.0, 16, 2, 0.5) == 1
+
+
+def test_batches_hold_requests_of_like_length():
+    from patchgate.guard.lm_model import chunks
+
+    order = list(range(7))
+    assert chunks(order, [100, 90, 60, 49, 40, 30, 10], 16) == [[0, 1, 2], [3, 4, 5], [6]]
+    assert chunks(order, [50] * 7, 3) == [[0, 1, 2], [3, 4, 5], [6]]
+    assert chunks([], [], 4) == []

@@ -5,8 +5,9 @@ accuracy wall time and the decision of each (the numbers of docs/STATISTICS.md).
 
 Each patch alone is loaded once (the profile's engine) and judged against the stored
 reference of ``baselines/<profile>/reference.json`` (complete, so the pairing is the
-gate's): first the sequential guard as the gate runs it, then every item, the full-set
-rule. One line per patch: items, seconds and decision of both, and whether they agree.
+gate's): after an untimed warm-up pass, first the sequential guard as the gate runs it,
+then every item, the full-set rule. One line per patch: items, seconds and decision of
+both, and whether they agree.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
                                  hint="name a NNNN-slug.py patch file")
         engine = factory.start(prof, [patch], "candidate").ready()
         try:
+            run_guard_tasks(engine, engine.tokenizer, spec)  # warm-up: caches, first calls
             t0 = time.perf_counter()
             found = sequential.run(make_lm(engine, engine.tokenizer, spec), reference,
                                    spec, prof)
@@ -65,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{t_full:.0f} s | sequential {r.items_evaluated} items "
               f"({100 * r.items_evaluated / r.items_total:.0f} %), {r.decision}, "
               f"{t_seq:.0f} s ({r.stopped}) | {'same' if r.decision == whole else 'DIFFERENT'}"
-              f" decision, {t_full / max(t_seq, 1e-9):.1f}x less time", flush=True)
+              f" decision, full/sequential time {t_full / max(t_seq, 1e-9):.2f}", flush=True)
     return 0
 
 

@@ -3,6 +3,7 @@ simulation on the default suite's stored per-item reference scores (docs/STATIST
 quotes the tables). Each part prints markdown rows:
 
     python -m patchgate.tools.sequential_rates main 200        # the main table, ~1 min
+    python -m patchgate.tools.sequential_rates gate 200        # the gate's looks, ~30 s
     python -m patchgate.tools.sequential_rates edge 500        # near the limit, ~5 min
     python -m patchgate.tools.sequential_rates unequal 200     # unequal task sizes
     python -m patchgate.tools.sequential_rates long 200        # 6,000 items
@@ -37,8 +38,8 @@ def changes(ref, cand, w, d):  # fewest single flips of the candidate that rever
         moved, k = moved + pool[k], k + 1
     return k
 
-def row(label, ref, cand, weights=None, block=16):
-    t0, st = time.time(), S.SequentialSettings(block=block)
+def row(label, ref, cand, weights=None, block=16, growth=1.0):
+    t0, st = time.time(), S.SequentialSettings(block=block, growth=growth)
     r = S.disagreement(ref, cand, weights, orders=orders, seed=2026, settings=st)
     w = weights or S.task_mean_weights([len(x) for x in ref])
     d = sum(W * sum(c - 0.99 * s for s, c in zip(rr, cc)) / len(rr)
@@ -53,7 +54,7 @@ def many(label, ref, x, noise=0, block=16, patterns=range(10)):  # where errors 
     k = n = 0
     for flips in patterns:
         r = S.disagreement(ref, S.flipped_to_ratio(ref, x, seed=flips, noise=noise), None,
-                           orders, flips, S.SequentialSettings(block=block))
+                           orders, flips, S.SequentialSettings(block=block, growth=1.0))
         k, n = k + r.wrong.k, n + r.orders
     c = rate(k, n)
     print(f"| {label} | {r.ratio:.4f} | {r.full_decision} | {k}/{n} ({100 * c.rate:.2f} %,"
@@ -65,6 +66,11 @@ if part == "main":  # the default suite; equal task sizes, so both weightings ag
             for x in (0.80, 0.97, 0.985, 0.99, 0.995, 1.00, 1.01):
                 row(f"{x:.3f} {'noisy' if noise else 'clean'} B={block}", suite,
                     S.flipped_to_ratio(suite, x, seed=1, noise=noise), block=block)
+elif part == "gate":  # the gate's looks on the default suite: 96 (a batch of 16 a task), x1.25
+    for noise in (0, 7):
+        for x in (0.80, 0.97, 0.985, 0.99, 0.995, 1.00, 1.01):
+            row(f"{x:.3f} {'noisy' if noise else 'clean'} gate", suite,
+                S.flipped_to_ratio(suite, x, seed=1, noise=noise), block=96, growth=1.25)
 elif part == "edge":  # near the limit, 10 flip patterns x `orders` orders
     for x in (0.985, 0.99, 0.995):
         for noise in (0, 7):
@@ -87,7 +93,7 @@ elif part == "delta":  # the level is a profile key: what a looser one buys
     for delta in (0.01, 0.05, 0.10):
         for x in (0.97, 1.00, 1.01):
             r = S.disagreement(suite, S.flipped_to_ratio(suite, x, seed=1), None, orders, 2026,
-                               S.SequentialSettings(delta=delta))
+                               S.SequentialSettings(delta=delta, growth=1.0))
             print(f"| {delta:.2f} | {x:.3f} | {r.wrong.k}/{r.orders} | {r.mean_fraction:.3f} |"
                   f" {S.least_fraction(12 if x != 1.0 else 6, delta):.2f} |", flush=True)
 elif part == "union":  # the simplest valid route: one CS per task at delta / T, combined
@@ -95,7 +101,7 @@ elif part == "union":  # the simplest valid route: one CS per task at delta / T,
     for x in (0.80, 0.97, 1.00, 1.01):
         cand, shares, wrong = S.flipped_to_ratio(suite, x, seed=1), [], 0
         for seed in range(orders):
-            guards = [S.SequentialGuard([n], None, S.SequentialSettings(delta=0.01 / T))
+            guards = [S.SequentialGuard([n], None, S.SequentialSettings(delta=0.01 / T, growth=1.0))
                       for n in sizes]
             order, decision = S.stratified_order(sizes, seed), None
             for start in range(0, 600, 16):
