@@ -50,14 +50,9 @@ class LmEvalGuard:
             return Outcome(cand, cand, "measured now (the candidate has no patches)",
                            reference_full=cand)
         notes: list[str] = []
-        stored = ctx.stored_reference
-        if reusable(stored, *ctx.fingerprints, ctx.force_environment, notes):
-            changed = differences(stored["accuracy"], cand)
-            if not changed:
-                return Outcome(stored["accuracy"], cand, f"loaded from {ctx.stored_name}",
-                               notes=notes)
-            notes.append("stored reference accuracy not used: it was measured on "
-                         f"{'; '.join(changed)}; measured now")
+        stored = _stored(ctx, cand, notes)
+        if stored is not None:
+            return Outcome(stored, cand, f"loaded from {ctx.stored_name}", notes=notes)
         reporter.phase("accuracy_reference", "accuracy: reference (no stored result for "
                        "this environment, model and tasks)")
         configs.ensure_started(("reference",))
@@ -92,14 +87,9 @@ class LmEvalGuard:
         None): see :meth:`_sequential`."""
 
         configs, reporter = ctx.configs, ctx.reporter
-        stored = ctx.stored_reference
-        if reusable(stored, *ctx.fingerprints, ctx.force_environment, notes):
-            changed = differences(stored["accuracy"], suite.result)
-            if not changed:
-                return stored["accuracy"], f"loaded from {ctx.stored_name}", \
-                    stored["accuracy"]
-            notes.append("stored reference accuracy not used: it was measured on "
-                         f"{'; '.join(changed)}; measured now")
+        stored = _stored(ctx, suite.result, notes)
+        if stored is not None:
+            return stored, f"loaded from {ctx.stored_name}", stored
         configs.ensure_started(("reference",))
         engine = configs.engine("reference")
         if ctx.full_reference:
@@ -111,3 +101,17 @@ class LmEvalGuard:
                      "stored result for this environment, model and tasks)")
         return make_lm(engine, engine.tokenizer, spec, bar), "measured now (the same " \
             "items)", None
+
+
+def _stored(ctx, result: AccuracyResult, notes: list[str]) -> AccuracyResult | None:
+    """The stored reference accuracy where it stands in for ``result``'s tasks, items,
+    metrics and filters (and this environment); else None, with a note saying why."""
+    stored = ctx.stored_reference
+    if not reusable(stored, *ctx.fingerprints, ctx.force_environment, notes):
+        return None
+    changed = differences(stored["accuracy"], result)
+    if changed:
+        notes.append("stored reference accuracy not used: it was measured on "
+                     f"{'; '.join(changed)}; measured now")
+        return None
+    return stored["accuracy"]
