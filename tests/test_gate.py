@@ -176,8 +176,15 @@ def test_a_planted_ten_percent_slowdown_of_every_pass_is_never_accepted(work, tm
     assert v["verdict"] != "accepted", v["latency"]
     assert v["latency"]["score"]["outcome"] not in ("equivalent", "faster", "not slower")
     if v["verdict"] == "rejected":
-        assert v["latency"]["score"]["confirmation"]["outcome"] == "slower"
-        assert v["reasons"][0].startswith("the score is ")
+        # Rejected on the score, or on a scenario (under load the score can stay
+        # undecided while decode_b64 is shown slower); either way the slowdown was
+        # confirmed in fresh processes, and the reasons name it.
+        confirmed = [v["latency"]["score"]] + [r for r in v["scenarios"] if r["regressed"]]
+        confirmed = [c for c in confirmed if (c.get("confirmation") or {}).get("outcome")
+                     == "slower"]
+        assert confirmed, v["latency"]
+        assert v["reasons"] and all(" slower" in r or " lower than" in r
+                                    for r in v["reasons"]), v["reasons"]
     else:
         assert v["reasons"][0].startswith("latency not shown within the 5 % threshold")
 
