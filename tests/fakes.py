@@ -57,11 +57,13 @@ class FakeEngine:
 
 
 def use_fake_engines(monkeypatch) -> list[FakeEngine]:
-    """Every engine the run starts is a :class:`FakeEngine`; returns the list of those
-    built (in order)."""
-    from patchgate.engines import factory
+    """Every engine the run starts is a :class:`FakeEngine`, on a machine whose cores
+    are all free (:mod:`patchgate.engines.cpu`); returns the list of those built (in
+    order)."""
+    from patchgate.engines import cpu, factory
 
     FakeEngine.built = []
+    monkeypatch.setattr(cpu, "busy_cores", lambda *a, **k: 0.0)  # every core free
     monkeypatch.setattr(factory, "start",
                         lambda profile, patches, label, share=1.0:
                         FakeEngine(profile, patches, label, share))

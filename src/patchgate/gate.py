@@ -127,7 +127,8 @@ def _measure(run: _Run, configs: Configurations, scenario_set, guard, notes: lis
     if lat.latency.answers and not accuracy_fails(block, prof.thresholds.accuracy_reject):
         outputs.check(lat.latency.answers, configs.name("reference"),
                       {n: e.describe() for n, e in configs.by_name().items()})
-    notes = notes + lat.latency.notes + latency_notes(lat.latency) + acc.notes + \
+    notes = notes + configs.notes + lat.latency.notes + latency_notes(lat.latency) + \
+        acc.notes + \
         task_notes(block, prof.thresholds.accuracy_reject) + \
         writes.notes(opts, judgement["verdict"], [p.name for p in new])
     facts = document.Facts(

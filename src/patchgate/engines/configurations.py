@@ -11,7 +11,8 @@ A run compares up to four configurations, each a set of patches:
 Configurations with the same patch set share one engine: its *name* joins their
 labels ("candidate+current"). :class:`Configurations` starts the engines, starts
 them again in fresh processes (a confirmation), closes them, and looks them up by
-label or by name. Nothing else in the gate holds an engine.
+label or by name. Nothing else in the gate holds an engine. On the CPU, the number of
+threads every engine of the run uses is fixed at the first start (:mod:`.cpu`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..patches import Patch, content_key
+from . import cpu
 from .base import Engine
 from .factory import start_all
 
@@ -41,6 +43,8 @@ class Configurations:
         self._say = say
         self._engines: dict[str, Engine] = {}  # by key
         self.starts = 0
+        self._engine_profile = None  # the profile with this run's CPU threads fixed
+        self.notes: list[str] = []  # for the verdict: how the engines were started
 
     # ------------------------------------------------------------------ naming
     def name(self, label: str) -> str:
@@ -67,12 +71,23 @@ class Configurations:
             if eng is not None:
                 eng.close()
         self.starts += 1
+        if self._engine_profile is None:
+            self._engine_profile, note = cpu.pin(self.profile)
+            if note:
+                self._say(note)
+                self.notes.append(note)
         firsts = [name.split("+")[0] for name in self.names()]
         wanted = {lb: self.sets[lb] for lb in firsts if self.keys[lb] in keys}
-        started = start_all(self.profile, wanted, self._say, 1 / len(firsts),
+        started = start_all(self._engine_profile, wanted, self._say, 1 / len(firsts),
                             {lb: self.name(lb) for lb in wanted}, fresh=fresh)
         for label, eng in started.items():
             self._engines[self.keys[label]] = eng
+
+    @property
+    def cpu_threads(self) -> int | None:
+        """The CPU threads this run's engines use (:mod:`.cpu`); None before the first
+        start, or where the profile leaves it to the engine (a GPU)."""
+        return None if self._engine_profile is None else self._engine_profile.threads
 
     @property
     def started(self) -> bool:

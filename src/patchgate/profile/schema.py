@@ -78,7 +78,7 @@ class Profile:
     lengths: Lengths
     device: str = "cpu"
     dtype: str = "float32"
-    threads: int | None = None  # CPU threads for the transformers engine; None: all cores
+    threads: int | None = None  # CPU threads (transformers); None: one per free core
     engine_args: dict = field(default_factory=dict)  # engine settings (SGLang ServerArgs)
     batch_sizes: tuple[int, ...] = BATCH_SIZES
     rounds: int = 10  # timed rounds per configuration and scenario

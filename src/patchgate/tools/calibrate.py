@@ -71,6 +71,7 @@ def one_run(prof, patches, reporter) -> dict:
     with Configurations(prof, sets, lambda _s: None) as configs:
         configs.start()
         result = looks.run(configs, prof, reporter)
+        threads = configs.cpu_threads
     outcome = evidence.status(result)
     slower = [item for item in result.decisions["current"]
               if result.final("current", item) == stats.SLOWER]
@@ -91,7 +92,8 @@ def one_run(prof, patches, reporter) -> dict:
         "outcomes": {item: result.final("current", item) for item in first},
         "noise": evidence.noise(result),
         "looks": result.looks, "confirm_looks": result.confirm_looks,
-        "ci_widths": widths, "wall_s": round(time.perf_counter() - t0, 1),
+        "ci_widths": widths, "threads": threads,
+        "wall_s": round(time.perf_counter() - t0, 1),
     }
 
 
