@@ -42,3 +42,38 @@ def test_builtin_tasks_by_name_and_a_missing_dataset_names_itself(monkeypatch):
     assert "task gsm8k needs the dataset openai/gsm8k, config 'main'" in e.value.message
     assert "HF_HUB_OFFLINE=1" in e.value.message
     assert "load_dataset('openai/gsm8k', 'main')" in e.value.hint
+
+
+def test_lm_eval_runs_swap_its_module_attributes_one_at_a_time():
+    """``_lean`` swaps two lm-eval attributes for a run and restores them: a second
+    thread waits for the first run to end, and both leave lm-eval as it was."""
+    import threading
+
+    import lm_eval.evaluator as evaluator
+
+    from patchgate.guard import lmeval
+
+    original = evaluator.add_env_info
+    inside, release, order = threading.Event(), threading.Event(), []
+
+    def first():
+        with lmeval._lean():
+            order.append("first in")
+            inside.set()
+            release.wait(5)
+            order.append("first out")
+
+    def second():
+        inside.wait(5)
+        with lmeval._lean():
+            order.append("second in")
+
+    a, b = threading.Thread(target=first), threading.Thread(target=second)
+    a.start(), b.start()
+    inside.wait(5)
+    b.join(0.2)
+    assert b.is_alive() and order == ["first in"]  # waits while the first run holds it
+    release.set()
+    a.join(5), b.join(5)
+    assert order == ["first in", "first out", "second in"]
+    assert evaluator.add_env_info is original

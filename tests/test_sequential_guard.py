@@ -113,9 +113,15 @@ def test_a_look_waits_until_its_answering_outweighs_its_lm_eval_runs(monkeypatch
     assert sequential.next_look(points, 500, 1000) == 600  # never past the end
     # 16 items took 2.2 s, of which 2 x 0.5 s were the two lm-eval runs' fixed cost:
     # 75 ms of answering an item, so the next look adds 4 x 1 s of it, 54 items
-    assert sequential.least_step(2.2, 16, 2, 0.5) == 54
+    per_item = sequential.answering_s(2.2, 16, 2, 0.5)
+    assert per_item == pytest.approx(0.075)
+    assert sequential.least_step(per_item, 2, 0.5) == 54
     # a real evaluation: seconds an item, a look's fixed cost is nothing
-    assert sequential.least_step(160.0, 16, 2, 0.5) == 1
+    assert sequential.least_step(sequential.answering_s(160.0, 16, 2, 0.5), 2, 0.5) == 1
+    # a look that took less than its runs' fixed cost: answering looks free, the next
+    # look waits as long as a look may (never a division by zero)
+    assert sequential.answering_s(0.5, 16, 2, 0.5) == 0.0
+    assert sequential.least_step(0.0, 2, 0.5) > 10**6
 
 
 def test_batches_hold_requests_of_like_length():

@@ -21,6 +21,7 @@ import hashlib
 import io
 import logging
 import math
+import threading
 from dataclasses import dataclass, field
 
 from ..errors import PatchgateError
@@ -95,17 +96,22 @@ def _lean():
     about 0.5 s a run) and a fresh Jinja compile of every template for every item (about
     1 s for the 600 items of the default suite); here each template is compiled once per
     process. The sequential guard runs lm-eval once a look, so these were most of a
-    look's cost on a small model. Restored on the way out."""
+    look's cost on a small model. Restored on the way out. The swap is of module
+    attributes, so one lm-eval run at a time holds it: a second thread waits."""
     import lm_eval.evaluator as evaluator
     import lm_eval.utils as utils
 
-    saved = evaluator.add_env_info, utils.apply_template
-    evaluator.add_env_info = lambda results: None
-    utils.apply_template = _apply_template
-    try:
-        yield
-    finally:
-        evaluator.add_env_info, utils.apply_template = saved
+    with _LEAN_LOCK:
+        saved = evaluator.add_env_info, utils.apply_template
+        evaluator.add_env_info = lambda results: None
+        utils.apply_template = _apply_template
+        try:
+            yield
+        finally:
+            evaluator.add_env_info, utils.apply_template = saved
+
+
+_LEAN_LOCK = threading.Lock()
 
 
 def _apply_template(template: str, doc: dict) -> str:

@@ -91,12 +91,17 @@ def next_look(points: list[int], done: int, step: int) -> int:
     return next((p for p in points if p >= done + max(1, step)), points[-1])
 
 
-def least_step(look_s: float, added: int, runs: int, overhead_s: float) -> int:
-    """Items the next look must add so that its answering takes at least
-    :data:`ANSWERING_PER_OVERHEAD` times its ``runs`` lm-eval runs' fixed cost
-    (``overhead_s`` each), from the last look: ``look_s`` for ``added`` items."""
-    answering = max(look_s - runs * overhead_s, 1e-9) / max(1, added)
-    return math.ceil(ANSWERING_PER_OVERHEAD * runs * overhead_s / answering)
+def answering_s(look_s: float, added: int, runs: int, overhead_s: float) -> float:
+    """Seconds of answering one item in the last look: its ``look_s`` less its ``runs``
+    lm-eval runs' fixed cost (``overhead_s`` each), over the ``added`` items."""
+    return max(look_s - runs * overhead_s, 0.0) / max(1, added)
+
+
+def least_step(per_item_s: float, runs: int, overhead_s: float) -> int:
+    """Items the next look must add so that its answering (``per_item_s`` an item)
+    takes at least :data:`ANSWERING_PER_OVERHEAD` times its ``runs`` lm-eval runs'
+    fixed cost (``overhead_s`` each)."""
+    return math.ceil(ANSWERING_PER_OVERHEAD * runs * overhead_s / max(per_item_s, 1e-9))
 
 
 def subset(result: AccuracyResult, keep: dict[str, set[str]], total: int) -> AccuracyResult:
@@ -191,8 +196,8 @@ def run(candidate_lm, reference, spec: Tasks, prof, say=lambda _: None,
                  for t, k in order[done:n]]
         guard.add([p[0] for p in pairs], [p[1] for p in pairs])
         look_s = time.perf_counter() - t_look
-        step = least_step(look_s, n - done, sides, sv.seconds)
-        per_item = max(look_s - sides * sv.seconds, 0.0) / (n - done)
+        per_item = answering_s(look_s, n - done, sides, sv.seconds)
+        step = least_step(per_item, sides, sv.seconds)
         done = n
         now = guard.result(ref_mean)
         trail.append({"items": n, "interval": [now.ratio_low, now.ratio_high],
