@@ -46,6 +46,9 @@ class FakeEngine:
     def ready(self):
         return self
 
+    def cpu_seconds(self):
+        return None  # in the gate's process: not told apart (the off-clock check is off)
+
     def timed_generate(self, batch, max_new_tokens) -> Timing:
         self.calls += 1
         dt = BASE_S * self.factor * (1 + 0.002 * self._rng.random())

@@ -37,6 +37,9 @@ class Recording:
         self.log.append(self.label)
         return self.engine.timed_generate(batch, n)
 
+    def cpu_seconds(self):
+        return self.engine.cpu_seconds()
+
 
 def test_measure_counterbalances_real_engines():
     prof = get_profile("default").with_overrides(

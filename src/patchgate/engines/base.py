@@ -59,13 +59,22 @@ class Engine(Protocol):
         """One :meth:`generate` call under a profiler (``--explain``): the tables of
         :func:`patchgate.engines.profiling.trace_tables` and the trace files."""
 
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds used so far by the process that runs the model (all its threads),
+        read from the gate's side (:mod:`patchgate.latency.offclock`); None where the
+        engine cannot tell (the model runs in the gate's process, or in a server's)."""
+
     def close(self) -> None:
         """Release the model and any worker processes; safe to call twice."""
 
 
 class Timed:
     """``timed_generate`` for engines that run in this process:
-    ``sync; perf_counter; generate; sync; perf_counter``, output lengths checked."""
+    ``sync; perf_counter; generate; sync; perf_counter``, output lengths checked.
+    Their CPU time is not told apart from the gate's (``cpu_seconds`` is None)."""
+
+    def cpu_seconds(self) -> float | None:
+        return None
 
     def timed_generate(self, batch: list[list[int]], max_new_tokens: int) -> Timing:
         self.synchronize()

@@ -23,6 +23,7 @@ its own configuration, and a profile that sets ``threads`` is taken as it is.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import time
 from pathlib import Path
@@ -37,6 +38,48 @@ def usable_cores() -> list[int]:
         return sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return list(range(os.cpu_count() or 1))
+
+
+def busy_seconds() -> float | None:
+    """CPU seconds the whole machine has spent busy so far, over this process's CPUs
+    (/proc/stat); None where it cannot tell. Resolution: one clock tick (10 ms) a CPU."""
+    t = _ticks(usable_cores())
+    return None if t is None else t[0] / CLK_TCK
+
+
+def process_seconds(pid: int) -> float | None:
+    """CPU seconds process ``pid`` has used so far, all its threads, read from outside
+    to the nanosecond (``clock_getcpuclockid``); None where the system cannot tell."""
+    try:
+        clock = ctypes.c_int()
+        if _libc().clock_getcpuclockid(int(pid), ctypes.byref(clock)) != 0:
+            return None
+        ts = _Timespec()
+        if _libc().clock_gettime(clock.value, ctypes.byref(ts)) != 0:
+            return None
+        return ts.tv_sec + ts.tv_nsec / 1e9
+    except (OSError, AttributeError):
+        return None
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+_LIBC = None
+
+
+def _libc():
+    global _LIBC
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+    return _LIBC
+
+
+try:
+    CLK_TCK = os.sysconf("SC_CLK_TCK")
+except (AttributeError, ValueError, OSError):
+    CLK_TCK = 100
 
 
 def _ticks(cpus: list[int]) -> tuple[int, int] | None:

@@ -31,6 +31,7 @@ import traceback
 from pathlib import Path
 
 from ..errors import PatchgateError
+from . import cpu
 from .base import Timing
 
 _START_TIMEOUT_S = 600
@@ -234,6 +235,11 @@ class IsolatedEngine:
 
     def synchronize(self) -> None:
         """Nothing to wait for: every call returns once the worker has finished."""
+
+    def cpu_seconds(self) -> float | None:
+        """The worker process's CPU seconds so far (every thread of it)."""
+        proc = self._proc
+        return None if proc is None or proc.pid is None else cpu.process_seconds(proc.pid)
 
     def close(self) -> None:
         proc = getattr(self, "_proc", None)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from ..engines.configurations import Configurations
 from ..stats import SLOWER, UNDECIDED, median, speed_score
 from ..stats.score import batch_keys
-from . import decide
+from . import decide, offclock
 from .measure import Rounds, balanced_rounds, measure
 from .scenarios import Scenario, make_scenarios
 
@@ -123,7 +123,9 @@ class Schedule:
     signature: engines, scenarios, :class:`~patchgate.latency.measure.Rounds`, bar).
     ``stands_in``: the batch sizes are not the profile's (the serving set's
     concurrencies), and the result says so. ``answers``: the timer keeps each call's
-    first tokens (its ``answers`` argument), and the result holds them."""
+    first tokens (its ``answers`` argument), and the result holds them; it also meters
+    the other work each call met over the whole phase (its ``meter`` argument,
+    :mod:`.offclock`)."""
 
     scenarios: list
     batch_sizes: tuple[int, ...]
@@ -145,8 +147,8 @@ def run(configs: Configurations, prof, reporter, schedule: Schedule | None = Non
     schedule = schedule or Schedule.static(prof)
     scenarios, sizes, timer = schedule.scenarios, schedule.batch_sizes, schedule.timer
     answers: dict | None = {} if schedule.answers else None
-    if answers is not None:
-        timer = functools.partial(timer, answers=answers)
+    if answers is not None:  # the static set's timer: answers, and other work met
+        timer = functools.partial(timer, answers=answers, meter=offclock.Meter())
     against = comparisons(configs)
     k_max = max(1, prof.max_looks)
     # one family per comparison; each family's alpha is split over the looks

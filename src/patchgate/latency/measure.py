@@ -25,7 +25,9 @@ stays and a cache keyed by the input (a content cache in a patch, a prefix cache
 on) has nothing to remember. The gate also times every call from its own process
 (:mod:`.clocks`): an engine that reports less time than passed is an error; and each
 call's first tokens are kept (``answers``) for the gate to check against the
-reference's on the same inputs (:mod:`.outputs`).
+reference's on the same inputs (:mod:`.outputs`), and the machine's other CPU work
+during each call is summed per configuration (:mod:`.offclock`): work that runs only
+while the others are timed is an error.
 
 The first ``warmup`` rounds are thrown away; the raw samples of the others are kept.
 """
@@ -38,7 +40,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..engines.base import Engine
-from . import clocks
+from . import clocks, offclock
 from .scenarios import Scenario, prompt_ids
 
 
@@ -76,12 +78,15 @@ def orders(labels: list[str], rounds: int) -> list[list[str]]:
 
 
 def measure(engines: Mapping[str, Engine], scenarios: list[Scenario], rounds: Rounds,
-            progress=None, answers: dict | None = None) -> dict[str, dict[str, list[float]]]:
+            progress=None, answers: dict | None = None, meter: offclock.Meter | None = None
+            ) -> dict[str, dict[str, list[float]]]:
     """Raw latency samples: ``{config: {scenario name: [seconds, ...]}}``, with
     :func:`balanced_rounds` samples per configuration and scenario, each round on fresh
     token ids; the engines' clocks checked against the gate's (:func:`clocks.check`).
     ``answers`` (optional): ``{config: {scenario: [...]}}`` gets each timed call's first
-    tokens appended (what :func:`patchgate.latency.outputs.check` reads).
+    tokens appended (what :func:`patchgate.latency.outputs.check` reads). ``meter``
+    (optional) sums the other work met by the calls over several measurements (a
+    phase's looks), and the check after this one reads them all (:mod:`.offclock`).
 
     ``progress`` (optional) is a tqdm-like object with ``update(n)`` and
     ``set_postfix_str(s)``; it advances once per timed or warm-up call.
@@ -90,22 +95,28 @@ def measure(engines: Mapping[str, Engine], scenarios: list[Scenario], rounds: Ro
     batch: dict[tuple[str, int], list[list[int]]] = {}
     wall: dict[str, dict[str, list[float]]] = {c: {s.name: [] for s in scenarios}
                                                for c in engines}
+    meter = meter or offclock.Meter()
+    meter.bind({c: e.cpu_seconds for c, e in engines.items()})
 
     def call(label: str, s: Scenario, r: int, timed: bool) -> float:
         key = (s.name, rounds.first + r)
         if key not in batch:  # the round's ids, the same for every configuration
             batch.clear()
             batch[key] = prompt_ids(s, vocab, rounds.seed, rounds.first + r)
+        before = meter.start(label) if timed else None
         t0 = time.perf_counter()
         timing = engines[label].timed_generate(batch[key], s.output_len)
         if timed:
             wall[label][s.name].append(time.perf_counter() - t0)
+            meter.stop(label, s.name, rounds.first + r, before)
             if answers is not None:
                 answers.setdefault(label, {}).setdefault(s.name, []).append(timing.first)
         return timing.seconds
 
     samples = interleave(list(engines), scenarios, rounds, call, progress)
-    clocks.check(samples, wall, {c: _describe(e, c) for c, e in engines.items()})
+    described = {c: _describe(e, c) for c, e in engines.items()}
+    clocks.check(samples, wall, described)
+    offclock.check(meter, described)
     return samples
 
 
