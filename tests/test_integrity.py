@@ -1,8 +1,9 @@
 """Verdicts that neither noise nor a patch can fake: attacks written against the gate,
 end to end on the default model (CPU). Each one is a class of attack, not a list:
 a patch that swaps the clock, one that caches outputs (by content, by shape), one that
-writes the stored files (at import or in apply), one whose import never returns; two
-gates writing at once; a read-only change log; a cancelled run."""
+works while the other configurations are timed, one that writes the stored files (at
+import or in apply), one whose import never returns; two gates writing at once; a
+read-only change log; a cancelled run."""
 
 from __future__ import annotations
 
@@ -73,6 +74,19 @@ def test_a_cache_keyed_by_shape_gets_an_error(work):
     assert snapshot(work) == before
 
 
+def test_work_that_only_the_other_configurations_meet_is_an_error(work, capsys):
+    """A helper process that spins while the candidate's engine waits (the others are
+    timed) and sleeps while it computes: the candidate gets a quiet machine, the others a
+    busy one. The machine's other work during each configuration's calls shows it."""
+    before = snapshot(work)
+    assert cli(work, ATTACKS / "offclock", "--accept", "--json", str(work / "v.json")) == 2
+    err = capsys.readouterr().err
+    assert "than while candidate (0001-work-while-idle.py) was" in err, err
+    assert "cannot be trusted" in err
+    assert json.loads((work / "v.json").read_text())["verdict"] == "error"
+    assert {k: v for k, v in snapshot(work).items() if k != "v.json"} == before
+
+
 def test_a_patch_that_writes_the_baselines_in_apply_cannot_change_a_verdict(work, capsys):
     current = work / "baselines" / "default" / "current.json"
     evil = patch_file(work / "p", "0001-mark-accepted.py",
@@ -83,6 +97,27 @@ def test_a_patch_that_writes_the_baselines_in_apply_cannot_change_a_verdict(work
     assert "stored files changed during the run" in err and "current.json" in err
     assert "ACCEPTED" not in capsys.readouterr().out
     assert not (work / "CHANGELOG.md").exists()
+
+
+def test_a_patch_that_edits_code_later_processes_import_cannot_reach_a_verdict(
+        work, tmp_path, monkeypatch):
+    """The engines and lm-eval import their code from sys.path; a patch that writes
+    there (a .pth file runs in every later Python process, an edited metric scores every
+    answer right) would change what the confirmation's fresh engines and the accuracy
+    guard run. Any change there during the run ends it without a verdict."""
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    evil = patch_file(work / "p", "0001-persist.py",
+                      "def apply(model):\n"
+                      f"    open({str(site / 'zz-evil.pth')!r}, 'w').write('import os\\n')\n")
+    before = snapshot(work / "baselines")
+    with pytest.raises(PatchgateError) as e:
+        run_guard(gate_options(work, evil, accept=True,
+                               profile=GATE_PROFILE.with_overrides(rounds=4, max_looks=1)))
+    assert "code that the run's processes import changed during the run" in str(e.value)
+    assert "zz-evil.pth" in str(e.value)
+    assert snapshot(work / "baselines") == before
 
 
 @pytest.mark.parametrize("body, cause", [

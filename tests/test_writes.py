@@ -150,3 +150,53 @@ def test_the_watch_covers_the_model_and_tasks_and_sees_a_large_file_change(tmp_p
         f.seek(6 * 2**20 - 10)
         f.write(b"\x01")
     assert files.changed(before, [weights.parent]) == [weights]
+
+
+def test_code_that_the_run_imports_is_watched_by_status(tmp_path, monkeypatch):
+    """Every folder on sys.path but the working folder and transformers' copies of model
+    code; a file changed, added or removed there is named, however its times were set
+    back; what Python writes as it imports (__pycache__) is not."""
+    import os
+    import sys
+
+    from patchgate import files
+
+    site, hf = tmp_path / "site", tmp_path / "hf"
+    (site / "pkg").mkdir(parents=True)
+    (hf / "transformers_modules").mkdir(parents=True)
+    monkeypatch.setattr(sys, "path", [str(site), str(hf), ""])
+    monkeypatch.chdir(tmp_path)
+    assert files.code_roots() == [site.resolve()]
+
+    metric = site / "pkg" / "metrics.py"
+    metric.write_text("def exact_match(a, b):\n    return a == b\n")
+    (site / "gone.py").write_text("")
+    before = files.code_state([site])
+    assert files.code_changes(before, [site]) == []
+    (site / "pkg" / "__pycache__").mkdir()
+    (site / "pkg" / "__pycache__" / "metrics.cpython-311.pyc").write_bytes(b"x")
+    assert files.code_changes(before, [site]) == []
+
+    st = metric.stat()
+    metric.write_text("def exact_match(a, b):\n    return 1.0\n")  # the same size
+    os.utime(metric, ns=(st.st_atime_ns, st.st_mtime_ns))  # and the old mtime
+    (site / "evil.pth").write_text("import os\n")
+    (site / "gone.py").unlink()
+    assert files.code_changes(before, [site]) == sorted(
+        [str(metric), str(site / "evil.pth"), str(site / "gone.py")])
+
+
+def test_a_watch_refuses_when_the_code_changed(tmp_path):
+    from patchgate import files
+    from patchgate.errors import PatchgateError
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "a.py").write_text("x = 1\n")
+    watch = writes.Watch([], {}, [site], files.code_state([site]))
+    watch.check()
+    (site / "a.py").write_text("x = 2\n")
+    with pytest.raises(PatchgateError) as e:
+        watch.check()
+    assert "code that the run's processes import changed during the run" in str(e.value)
+    assert str(site / "a.py") in str(e.value) and "no verdict" in str(e.value)

@@ -6,7 +6,8 @@ replaces the target with ``os.replace``: a reader sees the old file or the new o
 never half of one, and a failure (a full disk, NaN in the data, Ctrl-C) leaves the
 old file as it was. :func:`atomic_write_many` extends this to several files: all are
 replaced or none. :func:`fingerprint` and :func:`changed` tell whether files changed
-since a moment (the gate's stored files, while patch code ran).
+since a moment (the gate's stored files, while patch code ran); :func:`code_state`
+does the same by file status for the code every process of a run may import.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -215,3 +217,51 @@ def check_writable(paths: Iterable[Path]) -> None:
         if not os.access(parent, os.W_OK | os.X_OK):
             raise PatchgateError(f"cannot write {path}: the folder {parent} is read-only",
                                  "make it writable or choose another path")
+
+
+def code_roots() -> list[Path]:
+    """The folders Python imports from here (``sys.path``: the standard library, the
+    site-packages, this package's source): every process of a run, the engines' workers
+    included, loads its code from them."""
+    out: list[Path] = []
+    for entry in sys.path:
+        path = Path(entry or ".").resolve()
+        # not the working folder (the gate writes its results there), nor transformers'
+        # cache of a model's own code (copies of the model folder, which is watched)
+        if path.is_dir() and path != Path.cwd().resolve() and path not in out \
+                and not (path / "transformers_modules").is_dir():
+            out.append(path)
+    return out
+
+
+def code_state(roots: Iterable[Path]) -> dict[str, tuple[int, int, int, int]]:
+    """``{file: (inode, size, mtime_ns, ctime_ns)}`` for every file under ``roots``
+    (``__pycache__`` left out: Python writes it as it imports). Status, not content, so
+    the whole of site-packages costs about a second: a write, a rename or a copy over a
+    file changes its ctime, which no program can set back."""
+    out: dict[str, tuple[int, int, int, int]] = {}
+    stack = [str(r) for r in roots]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    if e.name != "__pycache__":
+                        stack.append(e.path)
+                elif e.is_file(follow_symlinks=False) and not e.name.endswith(".pyc"):
+                    st = e.stat(follow_symlinks=False)
+                    out[e.path] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            except OSError:
+                continue
+    return out
+
+
+def code_changes(before: dict[str, tuple[int, int, int, int]],
+                 roots: Iterable[Path]) -> list[str]:
+    """The files under ``roots`` changed, added or removed since ``before``."""
+    now = code_state(roots)
+    return sorted(p for p in set(before) | set(now) if before.get(p) != now.get(p))

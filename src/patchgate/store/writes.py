@@ -10,7 +10,7 @@ folder (``extra.other_engines``): a patch the profile's engine can never run is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -42,17 +42,23 @@ class Watch:
     the baselines of its profile, the change log, the patch folder, and what the
     engines load and the guard reads (the model folder, the task folder). A patch that
     rewrites any of them (the reference's weights, a stored result) cannot reach a
-    verdict: the run refuses to write or report."""
+    verdict: the run refuses to write or report. The same holds for the code every
+    process of the run imports (``code``, by file status: :func:`files.code_state`):
+    a patch that edits lm-eval's metrics, torch, or this package on disk would change
+    what later processes run (a confirmation's fresh engines, the accuracy guard)."""
 
     roots: list[Path]
     before: dict
+    code_roots: list[Path] = field(default_factory=list)
+    code: dict = field(default_factory=dict)
 
     @classmethod
     def start(cls, opts) -> Watch:
         prof = opts.profile
         roots = [Path(opts.baselines_dir) / prof.name, Path(opts.changelog),
                  Path(opts.patches_dir), prof.model_path(), prof.task_folder()]
-        return cls(roots, files.fingerprint(roots))
+        code_roots = files.code_roots()
+        return cls(roots, files.fingerprint(roots), code_roots, files.code_state(code_roots))
 
     def check(self) -> None:
         """Refuse to go on if a watched file changed since the start, naming them."""
@@ -63,6 +69,15 @@ class Watch:
                 "nothing was written and no verdict is given",
                 hint="a patch must not write files (patch code runs in the engines), or "
                 "another run wrote them meanwhile: restore them (git checkout) and run again")
+        code = files.code_changes(self.code, self.code_roots) if self.code_roots else []
+        if code:
+            more = f" and {len(code) - 5} more" if len(code) > 5 else ""
+            raise PatchgateError(
+                f"code that the run's processes import changed during the run: "
+                f"{', '.join(code[:5])}{more}; nothing was written and no verdict is given",
+                hint="a patch must not write outside its engine's scratch folder; reinstall "
+                "what changed (pip install --force-reinstall <package>, git checkout for "
+                "this package) and run again, with no install running beside the gate")
 
 
 def planned(opts, store: baselines.BaselineStore) -> list[Path]:
