@@ -141,8 +141,8 @@ def check(meter: Meter, describe: Mapping[str, str] | None = None) -> None:
             continue
         items = {s: (meter.calls[cand].get(s, {}), meter.calls[other][s])
                  for s in meter.calls[other]}
-        items["the six scenarios together" if len(items) == 6 else "the scenarios together"] \
-            = (_pooled(meter.calls[cand]), _pooled(meter.calls[other]))
+        items[f"all {len(items)} scenarios together"] = (_pooled(meter.calls[cand]),
+                                                         _pooled(meter.calls[other]))
         for item, (mine, theirs) in items.items():
             mean, se, n = compare(mine, theirs, cpus)
             if n >= MIN_ROUNDS and mean > MARGIN and mean > bar(n) * se:
