@@ -54,8 +54,15 @@ def test_a_patch_that_swaps_the_clock_gets_an_error(work, capsys):
 
 def test_a_content_cache_gains_nothing(work):
     """Fresh token ids every round: a cache keyed by the input never hits, so the
-    candidate is no faster (the old gate accepted this at score 544)."""
-    v = run_guard(gate_options(work, ATTACKS / "cache"))
+    candidate is no faster (the old gate accepted this at score 544). Its memory grows
+    every round, and the kernel's work for that (compaction, reclaim) can fall while the
+    others are timed: then the off-clock check ends the run instead (seen once in two
+    whole-suite runs). Either way it gains nothing."""
+    try:
+        v = run_guard(gate_options(work, ATTACKS / "cache"))
+    except PatchgateError as e:
+        assert "other work kept" in str(e) and "0001-content-cache.py" in str(e)
+        return
     prefill = [r for r in v["scenarios"] if r["phase"] == "prefill"]
     assert all(r["ratio"] > 0.8 for r in prefill), [(r["name"], r["ratio"]) for r in prefill]
     assert v["score"] < 120
