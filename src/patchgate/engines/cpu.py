@@ -128,8 +128,7 @@ def pin(profile) -> tuple[object, str | None]:
     """``(profile, note)``: the profile with ``threads`` fixed for this run, and a
     sentence when other work took cores (None when every core was free, or when the
     profile already sets threads or does not run on the CPU)."""
-    if getattr(profile, "threads", None) is not None or getattr(profile, "device", "cpu") \
-            != "cpu":
+    if profile.threads is not None or profile.device != "cpu":
         return profile, None
     cores = len(usable_cores())
     busy = busy_cores()
