@@ -10,6 +10,7 @@ report) with the fake server and a fake bench client.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -318,12 +319,13 @@ def test_the_serving_phase_end_to_end_with_fake_servers(tmp_path):
 
 
 
-def test_a_server_that_cuts_requests_short_is_an_error(tmp_path, monkeypatch):
+@pytest.mark.parametrize("persistent", [True, False], ids=["bench-client", "own-process"])
+def test_a_server_that_cuts_requests_short_is_an_error(tmp_path, monkeypatch, persistent):
     monkeypatch.setenv("FAKE_BENCH_SHORT", "1")
     prof = SERVING_PROFILE.with_overrides(rounds=1)
+    launcher = dataclasses.replace(fake_launcher(tmp_path), persistent=persistent)
     with pytest.raises(PatchgateError, match=r"tokens in and 40 out, expected 40 and 50"):
-        run_phase(prof, {"candidate": [], "current": [], "reference": []},
-                  fake_launcher(tmp_path))
+        run_phase(prof, {"candidate": [], "current": [], "reference": []}, launcher)
 
 
 def run_phase(profile, patch_sets, launcher, lines=None):

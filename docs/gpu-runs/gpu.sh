@@ -10,6 +10,7 @@
 #   bash docs/gpu-runs/gpu.sh no-orphans             # no SGLang process left after a run
 #   bash docs/gpu-runs/gpu.sh wait-train             # wait, pick the best, copy it out
 #   bash docs/gpu-runs/gpu.sh smoke                  # SGLang adapter checks (smoke.py)
+#   bash docs/gpu-runs/gpu.sh extra                  # .gpu/extra/*.whl -> /tmp/site (see README)
 #   bash docs/gpu-runs/gpu.sh seed                   # committed baselines + CHANGELOG.md -> /tmp/bl
 #   bash docs/gpu-runs/gpu.sh pick NAME NNNN...        # those patches -> /tmp/pick/NAME
 #   bash docs/gpu-runs/gpu.sh guard PROFILE PATCHES NAME [guard args]   # /tmp/empty: none
@@ -117,6 +118,16 @@ use-best)
   tar -C models/default -xf /tmp/train/best.tar
   python3 -m models.select_presets --write && python3 -m guards.build_tasks
   ;;
+extra)
+  # wheels that joined docs/gpu-runs/extra-wheels.txt after the bundle was built, carried
+  # in the call as .gpu/extra (see README): unpacked into /tmp/site beside the bundle
+  python3 - .gpu/extra/*.whl <<'EOF'
+import sys, zipfile
+for w in sys.argv[1:]:
+    zipfile.ZipFile(w).extractall("/tmp/site")
+    print("unpacked", w.rsplit("/", 1)[-1])
+EOF
+  ;;
 seed)
   if [ ! -f "$BL/CHANGELOG.md" ]; then
     cp -r baselines/. "$BL/" && cp CHANGELOG.md "$BL/CHANGELOG.md"
@@ -168,7 +179,11 @@ serving-alone)
   for i in 1 2 3; do
     for cmd in "${cmds[@]:1}"; do
       curl -sf -X POST http://127.0.0.1:30000/flush_cache > /dev/null
+      t0=$(date +%s%N)
       bash -c "$cmd" >> "$dir/bench.log" 2>&1 || echo "bench failed: $cmd"
+      # the whole command's wall time, start-up included (the gate's bench client
+      # pays the start-up once per phase), beside bench_serving's own duration
+      echo "wall_ms $(( ($(date +%s%N) - t0) / 1000000 ))" | tee -a "$dir/wall.txt"
     done
   done
   kill -TERM -- "-$spid"; sleep 10; kill -KILL -- "-$spid" 2>/dev/null

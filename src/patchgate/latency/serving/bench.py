@@ -119,26 +119,35 @@ class Run:
     env: dict | None = None
 
 
-def run_bench(cmd: list[str], scenario, run: Run) -> BenchResult:
-    """Run one bench_serving command (its own process group, output to ``run.log``) and
-    read its result; an error if it fails or runs past ``run.timeout_s``."""
-    output_file, who, timeout_s, log, env = (Path(run.output_file), run.who, run.timeout_s,
-                                             run.log, run.env)
+def run_bench(cmd: list[str], scenario, run: Run, client=None) -> BenchResult:
+    """Run one bench_serving command and read its result; an error if it fails or runs
+    past ``run.timeout_s``. Through ``client`` (a
+    :class:`~patchgate.latency.serving.client.BenchClient`) when it can run the command,
+    else in a process group of its own, output to ``run.log`` either way."""
+    output_file, who, timeout_s, log = Path(run.output_file), run.who, run.timeout_s, run.log
     output_file.unlink(missing_ok=True)  # bench_serving appends: one run, one line
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-        try:
-            code = proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            stop_group(proc, 5)
-            raise PatchgateError(f"bench_serving against {who} ({scenario.name}) ran past "
-                                 f"{timeout_s:.0f} s", hint=f"its output:\n{log_tail(log)}"
-                                 ) from None
-        finally:
-            if proc.poll() is None:  # Ctrl-C or another error while it ran
-                stop_group(proc, 5)
+    if client is not None and client.can_run(cmd, run.env):
+        code = client.run(cmd, log, timeout_s)
+    else:
+        code = _own_process(cmd, run)
+    if code is None:
+        raise PatchgateError(f"bench_serving against {who} ({scenario.name}) ran past "
+                             f"{timeout_s:.0f} s", hint=f"its output:\n{log_tail(log)}")
     if code != 0:
         raise PatchgateError(f"bench_serving against {who} ({scenario.name}) exited with code "
                              f"{code}", hint=f"its output:\n{log_tail(log)}")
     return parse_result(output_file, scenario, who)
+
+
+def _own_process(cmd: list[str], run: Run) -> int | None:
+    """``cmd`` in its own process group: its exit code, None past ``run.timeout_s``."""
+    with open(run.log, "ab") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=run.env, start_new_session=True)
+        try:
+            return proc.wait(run.timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+        finally:
+            if proc.poll() is None:  # past its limit, Ctrl-C or another error while it ran
+                stop_group(proc, 5)

@@ -7,7 +7,8 @@ it times rounds of ``sglang.bench_serving`` (:mod:`.bench`) in the rotating orde
 :func:`patchgate.latency.measure.interleave`, keeps every run's TTFT/ITL, and profiles
 one run under SGLang's profiler for ``--explain``. A :class:`Launcher` says how a
 server is started and a benchmark run: SGLang's by default, the tests' fake server and
-bench client otherwise.
+bench client otherwise. The benchmark runs go through one long-lived
+:class:`~.client.BenchClient` (bench_serving's imports paid once per phase).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ...engines.sglang import known_server_args
 from ...errors import PatchgateError
 from ..measure import Rounds, interleave
 from . import bench, server
+from .client import BenchClient
 
 # Forward steps one --explain profile covers (SGLang stops its profiler after them):
 # the same first steps on both sides (bench_serving's warm-up request, then the
@@ -54,6 +56,9 @@ class Launcher:
     bench: Callable = sglang_bench
     env: dict[str, str] = field(default_factory=dict)  # added to the servers' environment
     grace_s: float = 15.0  # SIGTERM to SIGKILL
+    # the benchmark runs in one long-lived process (imports paid once: .client), or each
+    # in a process of its own
+    persistent: bool = True
 
 
 def default_launcher() -> Launcher:
@@ -73,6 +78,8 @@ class ServingConfigurations(Configurations):
         self.launcher = launcher or default_launcher()
         self.folder = Path(folder or tempfile.mkdtemp(prefix="patchgate-serving-"))
         self.results: dict[str, dict[str, list[bench.BenchResult]]] = {}
+        self.client = BenchClient(self.folder / "bench-client.log") \
+            if self.launcher.persistent else None
 
     def start(self, labels: tuple[str, ...] | None = None) -> None:
         keys = {self.keys[lb] for lb in (labels or self.labels)}
@@ -103,6 +110,8 @@ class ServingConfigurations(Configurations):
             srv.wait_ready()  # one at a time: each sizes its memory from what is free
 
     def cleanup(self) -> None:
+        if self.client is not None:
+            self.client.close()
         self.close()
         shutil.rmtree(self.folder, ignore_errors=True)
 
@@ -129,7 +138,7 @@ class ServingConfigurations(Configurations):
         cmd = self.launcher.bench(srv, scenario, self.profile, out, seed)
         return bench.run_bench(cmd, scenario, bench.Run(
             out, srv.describe(), self.profile.serving.bench_timeout_s,
-            srv.folder / "bench.log"))
+            srv.folder / "bench.log"), self.client)
 
     def profile_one(self, label: str, scenario, folder: Path) -> dict:
         """One run of ``scenario`` on ``label``'s server under SGLang's profiler
