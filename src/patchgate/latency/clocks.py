@@ -28,7 +28,7 @@ import statistics
 from collections.abc import Mapping
 
 from ..errors import PatchgateError
-from ..stats import robust_sd
+from ..stats import median_se
 
 SLACK_S = 0.002  # per scenario: a loaded machine delays the gate's side by milliseconds
 SHARE = 0.05  # of the configuration's own time: what a patch could hide below the check
@@ -55,7 +55,7 @@ def spread(engine_s, wall_s) -> dict[str, float]:
         for name, xs in per.items():
             g = [w - e for e, w in zip(xs, wall_s[label][name], strict=False)]
             if len(g) > 1:
-                total += (1.2533 * robust_sd(g)) ** 2 / len(g)
+                total += median_se(g) ** 2
         out[label] = math.sqrt(total)
     return out
 

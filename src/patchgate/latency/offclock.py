@@ -41,19 +41,17 @@ from collections.abc import Callable, Mapping
 
 from ..engines import cpu
 from ..errors import PatchgateError
+from ..stats import mean_se, student_t_1e4
 
 MARGIN = 0.05  # cores: a twentieth of a core of work that only the others meet
 Z = 5.0  # standard errors of the per-round average: background drift does not reach it
 MIN_ROUNDS = 3  # rounds before the rounds' own spread means anything
-# Student's t, one-sided 1 - 1e-4, by degrees of freedom (1..29): with few rounds their
-# spread is itself uncertain, so the bar is higher than Z
-_T = (3183.1, 70.7, 22.2, 13.03, 9.68, 8.02, 7.06, 6.44, 6.01, 5.69, 5.45, 5.26, 5.11, 4.99,
-      4.88, 4.79, 4.71, 4.65, 4.59, 4.54, 4.49, 4.45, 4.42, 4.38, 4.35, 4.32, 4.3, 4.28, 4.25)
 
 
 def bar(rounds: int) -> float:
-    """How many standard errors a difference over ``rounds`` rounds must reach."""
-    return max(Z, _T[rounds - 2]) if 2 <= rounds <= len(_T) + 1 else Z
+    """How many standard errors a difference over ``rounds`` rounds must reach: with few
+    rounds their spread is itself uncertain, so Student's t at 1e-4 where it is above Z."""
+    return max(Z, student_t_1e4(rounds - 1)) if rounds >= 2 else Z
 
 
 class Meter:
@@ -118,11 +116,11 @@ def compare(mine: Mapping[int, tuple[float, float]], theirs: Mapping[int, tuple[
         return 0.0, math.inf, 0
     diffs = [theirs[r][0] / theirs[r][1] - mine[r][0] / mine[r][1] for r in rounds]
     n = len(diffs)
-    spread = statistics.stdev(diffs) / math.sqrt(n) if n > 1 else math.inf
+    mean, spread = mean_se(diffs)
     tick = 1 / cpu.CLK_TCK * math.sqrt(cpus / 12)  # one window's counting error, seconds
     walls = [w for r in rounds for w in (mine[r][1], theirs[r][1])]
     counting = tick * math.sqrt(2) / statistics.fmean(walls) / math.sqrt(n)
-    return statistics.fmean(diffs), max(spread, counting), n
+    return mean, max(spread, counting), n
 
 
 def check(meter: Meter, describe: Mapping[str, str] | None = None) -> None:

@@ -5,8 +5,8 @@ Standard library only, no I/O. Anything that resamples takes ``seed`` and draws 
 
 - :mod:`.paired`: latency from paired rounds (signed-rank test, Hodges-Lehmann
   interval, three outcomes, Holm, the pooled score change): what the gate decides on;
-- :mod:`.core`: basics, and the unpaired interval that calibration compares with the
-  paired one;
+- :mod:`.core`: basics (standard errors, a t quantile), and the unpaired interval
+  that calibration compares with the paired one;
 - :mod:`.accuracy`: per-item scores on the same items (McNemar, paired bootstrap);
 - :mod:`.score`: the contest's C, S and score;
 - :mod:`.changepoint`: change points in a stored history (E-divisive);
@@ -18,7 +18,15 @@ Standard library only, no I/O. Anything that resamples takes ``seed`` and draws 
 
 from .accuracy import AccuracyComparison, compare_accuracy, mcnemar_exact
 from .changepoint import ChangePoint, e_divisive
-from .core import geometric_mean, median, robust_sd, shift_interval
+from .core import (
+    geometric_mean,
+    mean_se,
+    median,
+    median_se,
+    robust_sd,
+    shift_interval,
+    student_t_1e4,
+)
 from .paired import (
     EQUIVALENT,
     FASTER,
@@ -50,5 +58,8 @@ __all__ = [
     "correctness_coefficient", "e_divisive", "geometric_mean", "hodges_lehmann", "holm",
     "log_ratios", "mcnemar_exact", "median", "outcome", "pooled_differences", "rate",
     "robust_sd",
+    "mean_se",
+    "median_se",
+    "student_t_1e4",
     "score", "shift_interval", "signed_rank", "speed_score",
 ]

@@ -1,4 +1,5 @@
-"""Basics (median, geometric mean, percentiles), and one unpaired interval.
+"""Basics (median, geometric mean, percentiles, standard errors), and one unpaired
+interval.
 
 The gate decides on paired rounds (:mod:`.paired`). :func:`shift_interval` (the
 two-sample Hodges-Lehmann interval, from the Mann-Whitney null distribution) is the
@@ -9,6 +10,7 @@ of pairing measured.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from statistics import NormalDist
 
@@ -34,6 +36,37 @@ def robust_sd(xs: Sequence[float]) -> float:
     values = _nonempty(xs, "xs")
     m = median(values)
     return 1.4826 * median([abs(x - m) for x in values])
+
+
+def median_se(xs: Sequence[float]) -> float:
+    """The standard error of the median of ``xs``, from their spread: sqrt(pi / 2) x
+    :func:`robust_sd` / sqrt(n) (the median's large-sample error under normal data,
+    robust to a few wild values)."""
+    values = _nonempty(xs, "xs")
+    return math.sqrt(math.pi / 2) * robust_sd(values) / math.sqrt(len(values))
+
+
+def mean_se(xs: Sequence[float]) -> tuple[float, float]:
+    """``(mean, standard error of the mean)`` of ``xs``; the error is infinite for a
+    single value."""
+    values = _nonempty(xs, "xs")
+    n = len(values)
+    sd = statistics.stdev(values) if n > 1 else math.inf
+    return statistics.fmean(values), sd / math.sqrt(n)
+
+
+# Student's t, one-sided 1 - 1e-4, by degrees of freedom 1..29
+_T_1E4 = (3183.1, 70.7, 22.2, 13.03, 9.68, 8.02, 7.06, 6.44, 6.01, 5.69, 5.45, 5.26, 5.11,
+          4.99, 4.88, 4.79, 4.71, 4.65, 4.59, 4.54, 4.49, 4.45, 4.42, 4.38, 4.35, 4.32, 4.3,
+          4.28, 4.25)
+
+
+def student_t_1e4(df: int) -> float:
+    """Student's t quantile at one-sided 1 - 1e-4 for ``df`` degrees of freedom; from
+    30 on, the normal's (3.72), which it approaches from above."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    return _T_1E4[df - 1] if df <= len(_T_1E4) else NormalDist().inv_cdf(1 - 1e-4)
 
 
 def geometric_mean(xs: Sequence[float]) -> float:
