@@ -132,3 +132,20 @@ def test_a_phase_meters_every_look_together_by_its_own_round_numbers():
     measure(engines, scen, Rounds(2, first=0), meter=m)
     measure(engines, scen, Rounds(2, first=100), meter=m)
     assert sorted(m.calls["candidate"][scen[0].name]) == [0, 1, 100, 101]
+
+
+def test_the_gate_raises_it_unless_the_candidate_is_rejected_anyway():
+    from types import SimpleNamespace
+
+    from patchgate import gate
+    from patchgate.errors import PatchgateError
+
+    error = PatchgateError("latency: in decode_b1, other work kept 0.23 more CPU cores busy")
+    lat = SimpleNamespace(offclock=error)
+    for verdict in ("accepted", "inconclusive"):
+        with pytest.raises(PatchgateError, match="other work kept"):
+            gate._offclock(lat, verdict)
+    notes = gate._offclock(lat, "rejected")
+    assert len(notes) == 1 and "other work kept 0.23" in notes[0] and "rejected" in notes[0]
+    assert gate._offclock(SimpleNamespace(offclock=None), "accepted") == []
+

@@ -30,7 +30,7 @@ from .store import calibration, environment, history, workload, writes
 from .store import flips as flips_file
 from .store.baselines import ROLES, BaselineStore
 from .tools import attribution
-from .verdict import document
+from .verdict import document, evidence
 from .verdict.judge import accuracy_block, accuracy_fails, judge, latency_notes, task_notes
 
 
@@ -124,11 +124,12 @@ def _measure(run: _Run, configs: Configurations, scenario_set, guard, notes: lis
     cal = calibration.quote(run.store)
     judgement = judge(prof, lat.latency, block, compared_with=compared,
                       allow_slower=opts.allow_slower, calibrated_noise=(cal or {}).get("noise"))
+    offclock = _offclock(lat.latency, judgement["verdict"])
     if lat.latency.answers and not accuracy_fails(block, prof.thresholds.accuracy_reject):
         outputs.check(lat.latency.answers, configs.name("reference"),
                       {n: e.describe() for n, e in configs.by_name().items()})
     notes = notes + configs.notes + lat.latency.notes + latency_notes(lat.latency) + \
-        acc.notes + \
+        acc.notes + offclock + \
         task_notes(block, prof.thresholds.accuracy_reject) + \
         writes.notes(opts, judgement["verdict"], [p.name for p in new])
     facts = document.Facts(
@@ -145,6 +146,21 @@ def _measure(run: _Run, configs: Configurations, scenario_set, guard, notes: lis
                             "flips": flipped},
                            run.stored, env)
     return document.assemble(judgement, facts), record
+
+
+def _offclock(latency, verdict: str) -> list[str]:
+    """Work off the clock that favoured the candidate (:mod:`patchgate.latency.offclock`)
+    is an error, unless the candidate is rejected anyway: such work only makes the
+    others slower, so it cannot have caused a rejection (a slower candidate also meets
+    less of the others' leftover work per second, which is no attack). Then a note."""
+    error = latency.offclock
+    if error is None:
+        return []
+    if verdict != evidence.REJECTED:
+        raise error
+    what = getattr(error, "message", str(error))
+    return [f"{what} (the candidate is rejected all the same: work that only slows the "
+            "others cannot have caused that)"]
 
 
 def _attribute(run: _Run, configs: Configurations, new: list[Patch], acc, notes: list[str]

@@ -69,6 +69,9 @@ class LatencyResult:
     notes: list[str] = field(default_factory=list)
     batch_sizes: tuple[int, ...] | None = None
     answers: dict | None = None  # {engine name: {scenario: [first tokens per call]}}
+    # work off the clock that favoured the candidate (:mod:`.offclock`): the error the
+    # gate raises unless the candidate is rejected anyway
+    offclock: Exception | None = None
 
     def final(self, comparison: str, item: str) -> str:
         """The outcome that counts. An item found slower is measured again in fresh
@@ -147,8 +150,10 @@ def run(configs: Configurations, prof, reporter, schedule: Schedule | None = Non
     schedule = schedule or Schedule.static(prof)
     scenarios, sizes, timer = schedule.scenarios, schedule.batch_sizes, schedule.timer
     answers: dict | None = {} if schedule.answers else None
+    meter = None
     if answers is not None:  # the static set's timer: answers, and other work met
-        timer = functools.partial(timer, answers=answers, meter=offclock.Meter())
+        meter = offclock.Meter()
+        timer = functools.partial(timer, answers=answers, meter=meter)
     against = comparisons(configs)
     k_max = max(1, prof.max_looks)
     # one family per comparison; each family's alpha is split over the looks
@@ -174,11 +179,11 @@ def run(configs: Configurations, prof, reporter, schedule: Schedule | None = Non
                                      len(scenarios))
         for comp in against:
             result.decisions[comp] = _judge(result, samples, comp, prof.thresholds, 1)
-        if result.same_as_current:
-            return result
-        _more_looks(configs, prof, result, against, reporter, (bar, timer))
-    if prof.confirm:
+        if not result.same_as_current:
+            _more_looks(configs, prof, result, against, reporter, (bar, timer))
+    if prof.confirm and not result.same_as_current:
         _confirm(configs, prof, result, against, reporter, timer)
+    result.offclock = meter.finding if meter is not None else None
     return result
 
 

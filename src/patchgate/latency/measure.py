@@ -86,7 +86,8 @@ def measure(engines: Mapping[str, Engine], scenarios: list[Scenario], rounds: Ro
     ``answers`` (optional): ``{config: {scenario: [...]}}`` gets each timed call's first
     tokens appended (what :func:`patchgate.latency.outputs.check` reads). ``meter``
     (optional) sums the other work met by the calls over several measurements (a
-    phase's looks), and the check after this one reads them all (:mod:`.offclock`).
+    phase's looks); after each, its ``finding`` is the off-clock error over all of them
+    (:mod:`.offclock`), for the caller to raise. Without one, that error is raised here.
 
     ``progress`` (optional) is a tqdm-like object with ``update(n)`` and
     ``set_postfix_str(s)``; it advances once per timed or warm-up call.
@@ -95,6 +96,7 @@ def measure(engines: Mapping[str, Engine], scenarios: list[Scenario], rounds: Ro
     batch: dict[tuple[str, int], list[list[int]]] = {}
     wall: dict[str, dict[str, list[float]]] = {c: {s.name: [] for s in scenarios}
                                                for c in engines}
+    own_meter = meter is None
     meter = meter or offclock.Meter()
     meter.bind({c: e.cpu_seconds for c, e in engines.items()})
 
@@ -116,7 +118,9 @@ def measure(engines: Mapping[str, Engine], scenarios: list[Scenario], rounds: Ro
     samples = interleave(list(engines), scenarios, rounds, call, progress)
     described = {c: _describe(e, c) for c, e in engines.items()}
     clocks.check(samples, wall, described)
-    offclock.check(meter, described)
+    meter.finding = offclock.finding(meter, described)
+    if own_meter and meter.finding is not None:
+        raise meter.finding
     return samples
 
 

@@ -64,6 +64,8 @@ class Meter:
         # {label: {scenario: {round: (other CPU seconds, seconds)}}}
         self.calls: dict[str, dict[str, dict[int, tuple[float, float]]]] = {}
         self.on = False
+        # the error over every call so far (:func:`finding`), set after each measurement
+        self.finding: PatchgateError | None = None
         self.bind(cpu_seconds or {})
 
     def bind(self, cpu_seconds: Mapping[str, Callable[[], float | None]]) -> None:
@@ -124,15 +126,24 @@ def compare(mine: Mapping[int, tuple[float, float]], theirs: Mapping[int, tuple[
 
 
 def check(meter: Meter, describe: Mapping[str, str] | None = None) -> None:
-    """Raise if the candidate met less other work than a configuration it is compared
-    with, in a scenario or in the round as a whole (module docstring); nothing when the
-    meter was off or the candidate shares its engine with every configuration."""
+    """Raise :func:`finding`'s error, if there is one."""
+    error = finding(meter, describe)
+    if error is not None:
+        raise error
+
+
+def finding(meter: Meter, describe: Mapping[str, str] | None = None
+            ) -> PatchgateError | None:
+    """The error to raise if the candidate met less other work than a configuration it
+    is compared with, in a scenario or in the round as a whole (module docstring); None
+    when it did not, when the meter was off or the candidate shares its engine with
+    every configuration."""
     if not meter.on:
-        return
+        return None
     names = list(meter.calls)
     cand = next((n for n in names if "candidate" in n.split("+")), None)
     if cand is None:
-        return
+        return None
     cpus = len(cpu.usable_cores())
     for other in names:
         if other == cand:
@@ -146,7 +157,7 @@ def check(meter: Meter, describe: Mapping[str, str] | None = None) -> None:
             if n >= MIN_ROUNDS and mean > MARGIN and mean > bar(n) * se:
                 who = (describe or {}).get(cand, cand)
                 them = (describe or {}).get(other, other)
-                raise PatchgateError(
+                return PatchgateError(
                     f"latency: in {item}, other work kept {mean:.2f} more CPU cores busy "
                     f"while {them} was timed than while {who} was (+-{se:.2f}, {n} rounds):"
                     f" something ran while {who}'s engine waited and rested while it was "
@@ -154,3 +165,4 @@ def check(meter: Meter, describe: Mapping[str, str] | None = None) -> None:
                     hint="a patch must not start threads or processes that work while its "
                     "engine is idle; if another job on this machine does, rerun when it has "
                     "ended; nothing was written")
+    return None
