@@ -122,8 +122,11 @@ extra)
   # wheels that joined docs/gpu-runs/extra-wheels.txt after the bundle was built, carried
   # in the call as .gpu/extra (see README): unpacked into /tmp/site beside the bundle
   python3 - .gpu/extra/*.whl <<'EOF'
-import sys, zipfile
+import os, sys, zipfile
 for w in sys.argv[1:]:
+    if not os.path.exists(w):  # no .gpu/extra carried: nothing to add
+        print("no extra wheels")
+        continue
     zipfile.ZipFile(w).extractall("/tmp/site")
     print("unpacked", w.rsplit("/", 1)[-1])
 EOF
