@@ -135,17 +135,13 @@ def test_a_phase_meters_every_look_together_by_its_own_round_numbers():
 
 
 def test_the_gate_raises_it_unless_the_candidate_is_rejected_anyway():
-    from types import SimpleNamespace
-
-    from patchgate import gate
     from patchgate.errors import PatchgateError
 
-    error = PatchgateError("latency: in decode_b1, other work kept 0.23 more CPU cores busy")
-    lat = SimpleNamespace(offclock=error)
-    for verdict in ("accepted", "inconclusive"):
-        with pytest.raises(PatchgateError, match="other work kept"):
-            gate._offclock(lat, verdict)
-    notes = gate._offclock(lat, "rejected")
-    assert len(notes) == 1 and "other work kept 0.23" in notes[0] and "rejected" in notes[0]
-    assert gate._offclock(SimpleNamespace(offclock=None), "accepted") == []
+    error = offclock.finding(meter({"candidate": [0.0] * 10, "reference": [1.0] * 10}))
+    assert isinstance(error, PatchgateError)
+    with pytest.raises(PatchgateError, match="other work kept"):
+        offclock.after_judgement(error, rejected=False)
+    notes = offclock.after_judgement(error, rejected=True)
+    assert len(notes) == 1 and "other work kept" in notes[0] and "rejected" in notes[0]
+    assert offclock.after_judgement(None, rejected=False) == []
 

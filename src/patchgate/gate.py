@@ -21,7 +21,7 @@ from . import files
 from .engines.configurations import Configurations
 from .guard import base as guards
 from .guard.results import flips, paired_scores, stored
-from .latency import explain, outputs, sets
+from .latency import explain, offclock, outputs, sets
 from .patches import Patch, discover
 from .patches.plan import plan, untested
 from .patches.probe import probe
@@ -124,12 +124,13 @@ def _measure(run: _Run, configs: Configurations, scenario_set, guard, notes: lis
     cal = calibration.quote(run.store)
     judgement = judge(prof, lat.latency, block, compared_with=compared,
                       allow_slower=opts.allow_slower, calibrated_noise=(cal or {}).get("noise"))
-    offclock = _offclock(lat.latency, judgement["verdict"])
+    offclock_notes = offclock.after_judgement(lat.latency.offclock,
+                                              judgement["verdict"] == evidence.REJECTED)
     if lat.latency.answers and not accuracy_fails(block, prof.thresholds.accuracy_reject):
         outputs.check(lat.latency.answers, configs.name("reference"),
                       {n: e.describe() for n, e in configs.by_name().items()})
     notes = notes + configs.notes + lat.latency.notes + latency_notes(lat.latency) + \
-        acc.notes + offclock + \
+        acc.notes + offclock_notes + \
         task_notes(block, prof.thresholds.accuracy_reject) + \
         writes.notes(opts, judgement["verdict"], [p.name for p in new])
     facts = document.Facts(
@@ -146,21 +147,6 @@ def _measure(run: _Run, configs: Configurations, scenario_set, guard, notes: lis
                             "flips": flipped},
                            run.stored, env)
     return document.assemble(judgement, facts), record
-
-
-def _offclock(latency, verdict: str) -> list[str]:
-    """Work off the clock that favoured the candidate (:mod:`patchgate.latency.offclock`)
-    is an error, unless the candidate is rejected anyway: such work only makes the
-    others slower, so it cannot have caused a rejection (a slower candidate also meets
-    less of the others' leftover work per second, which is no attack). Then a note."""
-    error = latency.offclock
-    if error is None:
-        return []
-    if verdict != evidence.REJECTED:
-        raise error
-    what = getattr(error, "message", str(error))
-    return [f"{what} (the candidate is rejected all the same: work that only slows the "
-            "others cannot have caused that)"]
 
 
 def _attribute(run: _Run, configs: Configurations, new: list[Patch], acc, notes: list[str]

@@ -166,3 +166,16 @@ def finding(meter: Meter, describe: Mapping[str, str] | None = None
                     "engine is idle; if another job on this machine does, rerun when it has "
                     "ended; nothing was written")
     return None
+
+
+def after_judgement(error: PatchgateError | None, rejected: bool) -> list[str]:
+    """A :func:`finding` is raised unless the candidate is ``rejected`` anyway: work off
+    the clock only makes the others slower, so it cannot have caused a rejection (and a
+    slower candidate meets less of the others' leftover work per second, which is no
+    attack). A rejection keeps the finding as a note."""
+    if error is None:
+        return []
+    if not rejected:
+        raise error
+    return [f"{error.message} (the candidate is rejected all the same: work that only "
+            "slows the others cannot have caused that)"]
