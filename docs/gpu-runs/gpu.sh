@@ -23,6 +23,7 @@
 #   bash docs/gpu-runs/gpu.sh wait SECONDS           # follow it that long, then pack
 #   bash docs/gpu-runs/gpu.sh issue15                # grow, FP8, int4, mixed (too long for a call)
 #   bash docs/gpu-runs/gpu.sh serving-slice          # issue 24: the serving set, one call
+#   bash docs/gpu-runs/gpu.sh accuracy-stop NAME PATCH.py...  # issue 25: sequential vs full
 #
 # Verdicts, logs, baselines and the change log of the GPU profiles accumulate in
 # /tmp/logs and /tmp/bl across steps (`seed` starts them from the committed
@@ -258,6 +259,19 @@ serving-slice)
   cp /tmp/bl/h200-minicpm8b/reference.json /tmp/bl-alt/h200-minicpm8b/
   BL=/tmp/bl-alt CL=/tmp/logs/alt-CHANGELOG.md bash "$0" guard "$P" /tmp/pick/chain \
     h200-minicpm8b-serving-chain --force-environment
+  bash "$0" no-orphans
+  bash "$0" pack > /dev/null
+  ;;
+accuracy-stop)
+  # issue 25: the sequential accuracy guard against a full pass on h200-minicpm8b (or
+  # PROFILE), each patch alone on one engine, against the stored reference, REPEATS
+  # alternations (python -m patchgate.tools.accuracy_stop); rows into
+  # /tmp/logs/NAME.json after each patch, so a call that ends early keeps the rows done
+  name=$1; shift
+  python3 -m patchgate.tools.accuracy_stop --profile "${PROFILE:-h200-minicpm8b}" \
+    --baselines "$BL" --repeats "${REPEATS:-3}" --json "/tmp/logs/$name.json" "$@" 2>&1 \
+    | tee "/tmp/logs/$name.log" | grep -v "^\[rank\|^\s*$\|Capturing\|it/s\]" | tail -n 30
+  echo "exit: ${PIPESTATUS[0]}"
   bash "$0" no-orphans
   bash "$0" pack > /dev/null
   ;;

@@ -1,18 +1,23 @@
 """The sequential accuracy guard against a full pass, patch by patch: items evaluated,
-accuracy wall time and the decision of each (the numbers of docs/STATISTICS.md).
+accuracy wall time and the decision of each (the numbers of docs/STATISTICS.md and, on
+a GPU profile, of docs/gpu-runs).
 
-    python -m patchgate.tools.accuracy_stop [--profile default] PATCH.py [PATCH.py ...]
+    python -m patchgate.tools.accuracy_stop [--profile default] [--repeats N]
+        [--json OUT.json] PATCH.py [PATCH.py ...]
 
 Each patch alone is loaded once (the profile's engine) and judged against the stored
 reference of ``baselines/<profile>/reference.json`` (complete, so the pairing is the
-gate's): after an untimed warm-up pass, first the sequential guard as the gate runs it,
-then every item, the full-set rule. One line per patch: items, seconds and decision of
-both, and whether they agree.
+gate's): after an untimed warm-up pass, the sequential guard as the gate runs it, then
+every item (the full-set rule), alternately ``--repeats`` times on the same engine. One
+line per patch: items, median seconds and decision of both, and whether they agree;
+``--json`` keeps every repeat's times, the interval and the machine's fingerprint.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import statistics
 import time
 from pathlib import Path
 
@@ -24,6 +29,7 @@ from ..guard.results import paired_scores
 from ..patches import discover
 from ..profile import get_profile
 from ..stats.strata import full_set_decision
+from ..store import environment
 from ..store.baselines import BaselineStore
 
 
@@ -31,8 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m patchgate.tools.accuracy_stop")
     ap.add_argument("--profile", default="default")
     ap.add_argument("--baselines", type=Path, default=Path("baselines"))
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="sequential and full passes, alternately, on the same engine")
+    ap.add_argument("--json", type=Path, help="write the rows here (after each patch)")
     ap.add_argument("patches", nargs="+", type=Path)
     args = ap.parse_args(argv)
+    if args.repeats < 1:
+        raise PatchgateError(f"--repeats {args.repeats}: at least 1")
     prof = get_profile(args.profile)
     stored = BaselineStore(args.baselines, prof.name).load("reference")
     if not stored or not stored.get("accuracy") or stored["accuracy"].get("partial"):
@@ -42,33 +53,64 @@ def main(argv: list[str] | None = None) -> int:
                              "with no patches first")
     reference = stored["accuracy"]
     spec = Tasks.of(prof)
+    doc = {"profile": prof.name, "repeats": args.repeats,
+           "environment": environment.fingerprint(prof.engine, prof.device), "rows": []}
     for path in args.patches:
         patch = next((p for p in discover(path.resolve().parent) if p.name == path.name), None)
         if patch is None:
             raise PatchgateError(f"{path}: not a patch of its folder",
                                  hint="name a NNNN-slug.py patch file")
-        engine = factory.start(prof, [patch], "candidate").ready()
-        try:
-            run_guard_tasks(engine, engine.tokenizer, spec)  # warm-up: caches, first calls
+        row = judge_patch(prof, patch, reference, spec, args.repeats)
+        doc["rows"].append(row)
+        print(line(row), flush=True)
+        if args.json:
+            args.json.write_text(json.dumps(doc, indent=1) + "\n")
+    return 0
+
+
+def judge_patch(prof, patch, reference, spec: Tasks, repeats: int) -> dict:
+    """One patch's row: the full set's ratio and decision, the sequential guard's items,
+    decision and stop, and each repeat's seconds of both."""
+    t0 = time.perf_counter()
+    engine = factory.start(prof, [patch], "candidate").ready()
+    start_s = time.perf_counter() - t0
+    t_seq, t_full, items = [], [], []
+    try:
+        run_guard_tasks(engine, engine.tokenizer, spec)  # warm-up: caches, first calls
+        for _ in range(repeats):
             t0 = time.perf_counter()
             found = sequential.run(make_lm(engine, engine.tokenizer, spec), reference,
                                    spec, prof)
-            t_seq = time.perf_counter() - t0
+            t_seq.append(time.perf_counter() - t0)
+            items.append(found.result.items_evaluated)
             t0 = time.perf_counter()
             full = run_guard_tasks(engine, engine.tokenizer, spec)
-            t_full = time.perf_counter() - t0
-        finally:
-            engine.close()
-        ref, cand = paired_scores(reference, full)
-        ratio = sum(cand) / sum(ref)
-        whole = full_set_decision([ref], [cand], [1.0], prof.thresholds.accuracy_reject)
-        r = found.result
-        print(f"{patch.name}: full set {len(ref)} items, ratio {100 * ratio:.2f} %, {whole}, "
-              f"{t_full:.0f} s | sequential {r.items_evaluated} items "
-              f"({100 * r.items_evaluated / r.items_total:.0f} %), {r.decision}, "
-              f"{t_seq:.0f} s ({r.stopped}) | {'same' if r.decision == whole else 'DIFFERENT'}"
-              f" decision, full/sequential time {t_full / max(t_seq, 1e-9):.2f}", flush=True)
-    return 0
+            t_full.append(time.perf_counter() - t0)
+    finally:
+        engine.close()
+    ref, cand = paired_scores(reference, full)
+    r = found.result
+    return {"patch": patch.name, "items_total": len(ref),
+            "full_ratio": sum(cand) / sum(ref),
+            "full_decision": full_set_decision([ref], [cand], [1.0],
+                                               prof.thresholds.accuracy_reject),
+            "items_evaluated": r.items_evaluated, "decision": r.decision,
+            "stopped": r.stopped or "all items evaluated",
+            "interval": [r.ratio_low, r.ratio_high],
+            "items_by_repeat": items, "sequential_s": [round(t, 3) for t in t_seq],
+            "full_s": [round(t, 3) for t in t_full], "engine_start_s": round(start_s, 1)}
+
+
+def line(row: dict) -> str:
+    """One patch's row as the tool prints it."""
+    seq, full = statistics.median(row["sequential_s"]), statistics.median(row["full_s"])
+    n, total = row["items_evaluated"], row["items_total"]
+    same = "same" if row["decision"] == row["full_decision"] else "DIFFERENT"
+    return (f"{row['patch']}: full set {total} items, ratio {100 * row['full_ratio']:.2f} %, "
+            f"{row['full_decision']}, {full:.1f} s | sequential {n} items "
+            f"({100 * n / total:.0f} %), {row['decision']}, {seq:.1f} s ({row['stopped']}) | "
+            f"{same} decision, full/sequential time {full / max(seq, 1e-9):.2f} "
+            f"(medians of {len(row['full_s'])})")
 
 
 if __name__ == "__main__":
