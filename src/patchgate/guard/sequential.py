@@ -17,6 +17,9 @@ predicts that outcome from a share of the items (:mod:`patchgate.stats.sequentia
    answering time worth :data:`ANSWERING_PER_OVERHEAD` times its lm-eval runs' fixed cost
    (the survey's time, measured): on a small model on CPU a run's fixed cost is the
    answering time of dozens of items, on a real evaluation that of a fraction of one.
+   And a look whose interval, predicted from the last one, could not clear the limit is
+   skipped (``sequential.skip_margin``, :mod:`patchgate.stats.schedule`): a change close
+   to the limit goes from its first look to the last item in one more.
    Each block is one lm-eval run of the whole tasks
    in which only the items chosen so far are answered (:attr:`EngineLM.only`), so every
    prompt is the one a full run builds (few-shot examples included); answers already
@@ -40,6 +43,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
+from ..stats.schedule import next_point
 from ..stats.sequential import CONTINUE, SequentialGuard, SequentialSettings
 from ..stats.sequential import looks as look_sizes
 from ..stats.strata import pooled_weights, stratified_order
@@ -180,8 +184,11 @@ def run(candidate_lm, reference, spec: Tasks, prof, say=lambda _: None,
     points = look_sizes(len(order), how)
     trail: list[dict] = []
     cand = ref = sv.result
+    now = None  # where the guard stands after the last look
     while done < len(order):
         n, t_look = next_look(points, done, step), time.perf_counter()
+        if now is not None and settings.skip_margin > 0:  # skip looks that cannot decide
+            n = next_point(points, n, now.low, now.high, done, settings.skip_margin)
         chosen = {(sv.tasks[t], sv.docs[t][k]) for t, k in order[:n]}
         cand = _answered(candidate_lm, chosen, spec)
         if reference is None:

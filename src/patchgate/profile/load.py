@@ -271,6 +271,7 @@ RANGES = {
     "sequential.delta": Range(0, 0.5, True, True),
     "sequential.block": _COUNT,
     "sequential.growth": Range(1),
+    "sequential.skip_margin": Range(0),
     "serving.num_prompts": _COUNT,
     "serving.input_len": _COUNT,
     "serving.output_len": _COUNT,

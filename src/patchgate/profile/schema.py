@@ -50,6 +50,9 @@ class Sequential:
     delta: float = 0.01
     block: int = 16  # items of the first look
     growth: float = 1.25  # each later look sees this many times the items (fewer lm-eval runs)
+    # skip a look unless its interval, predicted from the last one, could clear the limit
+    # within this factor (patchgate.stats.schedule); 0 looks at every point
+    skip_margin: float = 0.25
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .rates import Rate, rate
+from .schedule import next_point
 from .sequential import (
     CONTINUE,
     PASS,
@@ -51,13 +52,21 @@ def sequential_test(
     return guard.result(reference_mean)
 
 
-def _play(guard, reference, candidate, order, settings) -> None:
-    done = 0
-    for n in looks(len(order), settings):
-        chunk, done = order[done:n], n
+def _play(guard, reference, candidate, order, settings, margin: float = 0.0) -> int:
+    """Feed ``guard`` the order look by look (:func:`looks`); with ``margin`` > 0, a look
+    that cannot plausibly decide is skipped as the gate skips it
+    (:func:`patchgate.stats.schedule.next_point`). Returns the number of looks."""
+    points, done, count = looks(len(order), settings), 0, 0
+    n = points[0]
+    while True:
+        chunk, done, count = order[done:n], n, count + 1
         if guard.add([reference[t][i] for t, i in chunk],
                      [candidate[t][i] for t, i in chunk]) != CONTINUE:
-            return
+            return count
+        n = next(p for p in points if p > done)
+        if margin > 0:
+            now = guard.result()
+            n = next_point(points, n, now.low, now.high, done, margin)
 
 
 def flipped_to_ratio(
@@ -126,6 +135,7 @@ class Disagreement:
     passed: int
     rejected: int
     to_end: int
+    mean_looks: float = 0.0
 
 
 def disagreement(
@@ -135,6 +145,7 @@ def disagreement(
     orders: int = 200,
     seed: int = 0,
     settings: SequentialSettings = SequentialSettings(),
+    margin: float = 0.0,
 ) -> Disagreement:
     """Run the guard over ``orders`` orders (seeds drawn from ``random.Random(seed)``) of
     per-task paired scores whose full-set verdict is known, and count how often the early
@@ -143,11 +154,11 @@ def disagreement(
     full = full_set_decision(reference, candidate, task_weights, settings.theta)
     rng = random.Random(seed)
     wrong = passed = rejected = to_end = 0
-    fractions = []
+    fractions, looked = [], []
     for _ in range(orders):
         guard = SequentialGuard(sizes, task_weights, settings)
-        _play(guard, reference, candidate, stratified_order(sizes, rng.getrandbits(64)),
-              settings)
+        looked.append(_play(guard, reference, candidate,
+                            stratified_order(sizes, rng.getrandbits(64)), settings, margin))
         wrong += guard.decision != full
         fractions.append(guard.seen / guard.total)
         if guard.stopped == STOPPED_ALL:
@@ -159,7 +170,8 @@ def disagreement(
     return Disagreement(
         ratio=full_set_ratio(reference, candidate, task_weights), full_decision=full,
         orders=orders, wrong=rate(wrong, orders), mean_fraction=math.fsum(fractions) / orders,
-        max_fraction=max(fractions), passed=passed, rejected=rejected, to_end=to_end)
+        max_fraction=max(fractions), passed=passed, rejected=rejected, to_end=to_end,
+        mean_looks=math.fsum(looked) / orders)
 
 
 def least_fraction(changes: int, delta: float = 0.01) -> float:

@@ -4,6 +4,7 @@ quotes the tables). Each part prints markdown rows:
 
     python -m patchgate.tools.sequential_rates main 200        # the main table, ~1 min
     python -m patchgate.tools.sequential_rates gate 200        # the gate's looks, ~30 s
+    python -m patchgate.tools.sequential_rates skip 200        # looks skipped, ~3 min
     python -m patchgate.tools.sequential_rates edge 500        # near the limit, ~5 min
     python -m patchgate.tools.sequential_rates unequal 200     # unequal task sizes
     python -m patchgate.tools.sequential_rates long 200        # 6,000 items
@@ -71,6 +72,17 @@ elif part == "gate":  # the gate's looks on the default suite: 96 (a batch of 16
         for x in (0.80, 0.97, 0.985, 0.99, 0.995, 1.00, 1.01):
             row(f"{x:.3f} {'noisy' if noise else 'clean'} gate", suite,
                 S.flipped_to_ratio(suite, x, seed=1, noise=noise), block=96, growth=1.25)
+elif part == "skip":  # the gate's looks, every one or skipping those that cannot decide
+    for noise in (0, 7):
+        for x in (0.80, 0.97, 0.985, 0.99, 0.995, 1.00, 1.01):
+            cand, cells = S.flipped_to_ratio(suite, x, seed=1, noise=noise), []
+            for margin in (0.0, 0.25, 0.5):
+                r = S.disagreement(suite, cand, None, orders, 2026,
+                                   S.SequentialSettings(block=96, growth=1.25), margin)
+                cells.append(f"{r.wrong.k}/{r.orders}, {r.mean_fraction:.3f}, "
+                             f"{r.mean_looks:.2f}")
+            print(f"| {x:.3f} {'noisy' if noise else 'clean'} | {' | '.join(cells)} |",
+                  flush=True)
 elif part == "edge":  # near the limit, 10 flip patterns x `orders` orders
     for x in (0.985, 0.99, 0.995):
         for noise in (0, 7):
