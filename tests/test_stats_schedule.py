@@ -11,6 +11,7 @@ from patchgate.stats.sequential_sim import disagreement, flipped_to_ratio
 SUITE = tuple(tuple(1.0 if i < k else 0.0 for i in range(100))
               for k in (100, 92, 85, 100, 100, 100))
 GATE = SequentialSettings(block=96, growth=1.25)  # the gate's looks: 96, 192, ..., 600
+SKIP = SequentialSettings(block=96, growth=1.25, skip_margin=0.25)  # as the gate skips
 
 
 def test_half_width_shrinks_as_a_mean_sampled_without_replacement():
@@ -41,7 +42,7 @@ def test_a_look_is_worth_taking_only_where_the_interval_could_clear_the_limit():
 def test_skipping_keeps_decisions_and_shares_and_cuts_looks_near_the_limit(target):
     cand = flipped_to_ratio(SUITE, target, seed=1)
     every = disagreement(SUITE, cand, orders=40, seed=3, settings=GATE)
-    skip = disagreement(SUITE, cand, orders=40, seed=3, settings=GATE, margin=0.25)
+    skip = disagreement(SUITE, cand, orders=40, seed=3, settings=SKIP)
     assert skip.wrong.k == every.wrong.k == 0
     assert skip.mean_fraction <= every.mean_fraction + 0.03
     assert skip.mean_looks <= every.mean_looks

@@ -175,7 +175,8 @@ def run(candidate_lm, reference, spec: Tasks, prof, say=lambda _: None,
     # batch of 3 costs nearly what a batch of 16 does (``eval_batch_size`` per task)
     block = max(settings.block, min(len(order), spec.batch_size * len(sizes)))
     how = SequentialSettings(theta=prof.thresholds.accuracy_reject, delta=settings.delta,
-                             block=block, growth=settings.growth)
+                             block=block, growth=settings.growth,
+                             skip_margin=settings.skip_margin)
     guard = SequentialGuard(sizes, pooled_weights(sizes), how)
     stored = reference if isinstance(reference, dict) else None
     ref_mean = stored_mean(stored) if stored else None
@@ -187,8 +188,8 @@ def run(candidate_lm, reference, spec: Tasks, prof, say=lambda _: None,
     now = None  # where the guard stands after the last look
     while done < len(order):
         n, t_look = next_look(points, done, step), time.perf_counter()
-        if now is not None and settings.skip_margin > 0:  # skip looks that cannot decide
-            n = next_point(points, n, now.low, now.high, done, settings.skip_margin)
+        if now is not None and how.skip_margin > 0:  # skip looks that cannot decide
+            n = next_point(points, n, now.low, now.high, done, how.skip_margin)
         chosen = {(sv.tasks[t], sv.docs[t][k]) for t, k in order[:n]}
         cand = _answered(candidate_lm, chosen, spec)
         if reference is None:

@@ -63,7 +63,8 @@ class SequentialSettings:
     ``theta``: the limit on the ratio (``accuracy_reject``); ``delta``: the allowed rate
     of early decisions the full set would reverse; ``block``: items of the first look;
     ``growth``: each later look sees this many times the items of the one before (at
-    least ``block`` more; 1: a look every ``block`` items), see :func:`looks`;
+    least ``block`` more; 1: a look every ``block`` items), see :func:`looks`, skipping
+    those that cannot decide when ``skip_margin`` > 0 (:mod:`.schedule`);
     ``truncation``: a bet never risks more than this fraction of the capital;
     ``prior_var`` and ``prior_weight``: the variance of z assumed before any item (in
     units of z) and how many items it counts for, in the bet size.
@@ -76,6 +77,7 @@ class SequentialSettings:
     truncation: float = 0.9
     prior_var: float = 0.25
     prior_weight: float = 1.0
+    skip_margin: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.theta > 0:
@@ -90,6 +92,8 @@ class SequentialSettings:
             raise ValueError(f"truncation must be in (0, 1), got {self.truncation}")
         if not (self.prior_var > 0 and self.prior_weight > 0):
             raise ValueError("prior_var and prior_weight must be > 0")
+        if not self.skip_margin >= 0:
+            raise ValueError(f"skip_margin must be >= 0, got {self.skip_margin}")
 
 
 def looks(total: int, settings: SequentialSettings) -> list[int]:

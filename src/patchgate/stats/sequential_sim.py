@@ -52,9 +52,9 @@ def sequential_test(
     return guard.result(reference_mean)
 
 
-def _play(guard, reference, candidate, order, settings, margin: float = 0.0) -> int:
-    """Feed ``guard`` the order look by look (:func:`looks`); with ``margin`` > 0, a look
-    that cannot plausibly decide is skipped as the gate skips it
+def _play(guard, reference, candidate, order, settings) -> int:
+    """Feed ``guard`` the order look by look (:func:`looks`); with ``skip_margin`` > 0, a
+    look that cannot plausibly decide is skipped as the gate skips it
     (:func:`patchgate.stats.schedule.next_point`). Returns the number of looks."""
     points, done, count = looks(len(order), settings), 0, 0
     n = points[0]
@@ -64,9 +64,9 @@ def _play(guard, reference, candidate, order, settings, margin: float = 0.0) -> 
                      [candidate[t][i] for t, i in chunk]) != CONTINUE:
             return count
         n = next(p for p in points if p > done)
-        if margin > 0:
+        if settings.skip_margin > 0:
             now = guard.result()
-            n = next_point(points, n, now.low, now.high, done, margin)
+            n = next_point(points, n, now.low, now.high, done, settings.skip_margin)
 
 
 def flipped_to_ratio(
@@ -145,7 +145,6 @@ def disagreement(
     orders: int = 200,
     seed: int = 0,
     settings: SequentialSettings = SequentialSettings(),
-    margin: float = 0.0,
 ) -> Disagreement:
     """Run the guard over ``orders`` orders (seeds drawn from ``random.Random(seed)``) of
     per-task paired scores whose full-set verdict is known, and count how often the early
@@ -158,7 +157,7 @@ def disagreement(
     for _ in range(orders):
         guard = SequentialGuard(sizes, task_weights, settings)
         looked.append(_play(guard, reference, candidate,
-                            stratified_order(sizes, rng.getrandbits(64)), settings, margin))
+                            stratified_order(sizes, rng.getrandbits(64)), settings))
         wrong += guard.decision != full
         fractions.append(guard.seen / guard.total)
         if guard.stopped == STOPPED_ALL:

@@ -77,8 +77,8 @@ elif part == "skip":  # the gate's looks, every one or skipping those that canno
         for x in (0.80, 0.97, 0.985, 0.99, 0.995, 1.00, 1.01):
             cand, cells = S.flipped_to_ratio(suite, x, seed=1, noise=noise), []
             for margin in (0.0, 0.25, 0.5):
-                r = S.disagreement(suite, cand, None, orders, 2026,
-                                   S.SequentialSettings(block=96, growth=1.25), margin)
+                r = S.disagreement(suite, cand, None, orders, 2026, S.SequentialSettings(
+                    block=96, growth=1.25, skip_margin=margin))
                 cells.append(f"{r.wrong.k}/{r.orders}, {r.mean_fraction:.3f}, "
                              f"{r.mean_looks:.2f}")
             print(f"| {x:.3f} {'noisy' if noise else 'clean'} | {' | '.join(cells)} |",
