@@ -18,8 +18,8 @@ predicts that outcome from a share of the items (:mod:`patchgate.stats.sequentia
    (the survey's time, measured): on a small model on CPU a run's fixed cost is the
    answering time of dozens of items, on a real evaluation that of a fraction of one.
    And a look whose interval, predicted from the last one, could not clear the limit is
-   skipped (``sequential.skip_margin``, :mod:`patchgate.stats.schedule`): a change close
-   to the limit goes from its first look to the last item in one more.
+   skipped (``sequential.skip_margin``, :mod:`patchgate.stats.schedule`): near the limit
+   the default suite's six looks become about four (the repository's chain: three).
    Each block is one lm-eval run of the whole tasks
    in which only the items chosen so far are answered (:attr:`EngineLM.only`), so every
    prompt is the one a full run builds (few-shot examples included); answers already
