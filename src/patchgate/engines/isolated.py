@@ -164,10 +164,8 @@ class IsolatedEngine:
         this process transformers' tokenizer imports, about 5 s on the 2-core runner, which
         the accuracy guard (its only user) would otherwise wait for. Best effort: a model
         folder without a tokenizer fails where the guard asks for it, as before."""
-        try:
-            self.tokenizer  # noqa: B018 - the property loads and keeps it
-        except Exception:  # noqa: BLE001 - reported when the guard needs it
-            self._tokenizer = None
+        with contextlib.suppress(Exception):  # the property keeps it only if it loads
+            self.tokenizer  # noqa: B018
 
     @property
     def vocab_size(self) -> int:
