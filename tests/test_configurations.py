@@ -32,8 +32,14 @@ def test_labels_with_the_same_patches_share_one_engine(monkeypatch, patches, rep
         assert list(configs.by_name()) == ["candidate+current", "reference"]
         assert [e.share for e in built] == [0.5, 0.5]
     assert [e.label for e in built] == ["candidate", "reference"] and all(e.closed for e in built)
-    assert reporter.lines == ["loading engine for candidate+current (1 patches)",
-                              "loading engine for reference (0 patches)"]
+    loading = [x for x in reporter.lines if x.startswith("loading")]
+    assert loading == ["loading engine for candidate+current (1 patches)",
+                       "loading engine for reference (0 patches)"]
+    # each engine's start is timed (a GPU verdict's engines phase, engine by engine)
+    ready = [x for x in reporter.lines if " ready " in x]
+    assert [x.split(" ready ")[0] for x in ready] == ["engine for candidate+current",
+                                                      "engine for reference"]
+    assert all(x.endswith("s after the first start") for x in ready)
 
 
 def test_start_with_labels_restarts_only_those(monkeypatch, patches, reporter):
@@ -46,7 +52,7 @@ def test_start_with_labels_restarts_only_those(monkeypatch, patches, reporter):
         assert first_candidate.closed and configs.engine("candidate") is not first_candidate
         assert configs.engine("reference") is shared and not shared.closed
     assert len(built) == 3
-    assert reporter.lines[-1] == "loading engine for candidate (1 patches) in fresh processes"
+    assert reporter.lines[-2] == "loading engine for candidate (1 patches) in fresh processes"
 
 
 def test_a_failing_start_closes_the_engines_already_started(monkeypatch, patches):

@@ -103,6 +103,9 @@ class FakeReporter:
     def say(self, text):
         pass
 
+    def phase(self, key, text=None):
+        pass
+
     def progress(self, total, desc):
         from patchgate.report.console import Silent
 

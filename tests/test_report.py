@@ -101,3 +101,20 @@ def test_an_inconclusive_verdict_is_its_own_state_in_every_report():
     assert "- latency not shown within the 5 % threshold" in md
     assert "INCONCLUSIVE  score" in render_terminal(v)
     assert "| inconclusive |" in render_results_table([("v.json", v)])
+
+
+def test_the_summary_line_says_how_long_the_run_took_per_phase():
+    from patchgate.report.render import render_terminal
+    from patchgate.report.timing import time_line
+
+    verdict = json.loads(VERDICT.read_text(encoding="utf-8"))
+    assert time_line(verdict) is None  # a verdict from before the total was recorded
+    verdict["timings_s"] = {"validate": 0.01, "probe": 3.2, "engines": 94.4, "latency": 171.0,
+                            "confirm_engines": 90.2, "confirm": 170.6,
+                            "accuracy_candidate": 6.1, "accuracy_reference": 1.2,
+                            "total": 560.0}
+    assert time_line(verdict) == ("in 560 s (engines 94, latency 171, confirm engines 90, "
+                                  "confirmation 171, accuracy 7, other 27)")
+    assert "REJECTED  score 72.4  (S1 63.3, S8 69.0, Sinf 88.1, C 1.00)  in 560 s (" in \
+        render_terminal(verdict)
+    assert "Verdict in 560 s (engines 94," in render_markdown(verdict)

@@ -140,7 +140,8 @@ def _measure(run: _Run, configs: Configurations, scenario_set, guard, notes: lis
         measured={"latency": lat.how, "candidate_accuracy": "measured now",
                   "reference_accuracy": acc.source},
         history={"change_points": history.change_points(run.store.history())},
-        calibration=cal, timings_s=reporter.timings, blocks=blocks)
+        calibration=cal, timings_s={**reporter.timings, "total": reporter.elapsed()},
+        blocks=blocks)
     record = writes.Record(configs.sets, run.patches, lat.latency,
                            {"candidate": stored(acc.candidate),
                             "reference": stored(acc.reference_full or acc.reference),

@@ -8,6 +8,7 @@ are closed before the error goes on.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from .. import registry
@@ -27,13 +28,16 @@ def start_all(profile, sets: dict, say: Callable[[str], None] = lambda _: None,
     each label) and ``fresh`` only change the words."""
     share = share if share is not None else 1 / max(1, len(sets))
     engines: dict[str, Engine] = {}
+    t0 = time.perf_counter()
     try:
         for label, patches in sets.items():
             say(f"loading engine for {(names or {}).get(label, label)} ({len(patches)} "
                 "patches)" + (" in fresh processes" if fresh else ""))
             engines[label] = start(profile, patches, label, share)
-        for engine in engines.values():  # engines in worker processes load in parallel
+        for label, engine in engines.items():  # engines in worker processes load in parallel
             engine.ready()
+            say(f"engine for {(names or {}).get(label, label)} ready "
+                f"{time.perf_counter() - t0:.1f} s after the first start")
     except BaseException:
         for engine in engines.values():
             engine.close()

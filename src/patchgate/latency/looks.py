@@ -243,9 +243,11 @@ def _confirm(configs, prof, result: LatencyResult, against, reporter,
     if not flagged:
         return
     items_all = sorted({i for items in flagged.values() for i in items})
-    reporter.say(f"slower: {', '.join(items_all)}; measuring again in fresh engine processes")
     labels = ("candidate", *flagged)
+    reporter.phase("confirm_engines", f"slower: {', '.join(items_all)}; measuring again in "
+                   "fresh engine processes")
     configs.start(labels)
+    reporter.phase("confirm")
     use = configs.by_name(labels)
     th = prof.thresholds
     pend = _needed(items_all, result.scenarios)

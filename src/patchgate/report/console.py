@@ -104,7 +104,8 @@ class Reporter:
     - :meth:`progress`: a bar or plain lines for a phase of many calls (:func:`progress`).
 
     Step lines go to ``stream`` (stderr) whatever ``quiet`` says; ``quiet`` silences the
-    bars only. ``phase_key`` is the phase in progress (the CLI names it when interrupted).
+    bars only. ``phase_key`` is the phase in progress (the CLI names it when interrupted);
+    :meth:`elapsed` is the time since the reporter was made (a run's wall time so far).
     """
 
     def __init__(self, quiet: bool = False, stream: TextIO | None = None,
@@ -113,7 +114,11 @@ class Reporter:
         self.timings: dict[str, float] = {}
         self.phase_key = "start-up"
         self.doing = "start-up"
-        self._t = clock()
+        self._t = self._started = clock()
+
+    def elapsed(self) -> float:
+        """Seconds since this reporter was made."""
+        return round(self.clock() - self._started, 2)
 
     def phase(self, key: str, text: str | None = None) -> None:
         """End the phase in progress (its time adds to ``timings[key]``), start ``key``."""

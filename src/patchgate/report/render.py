@@ -12,6 +12,7 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from ..verdict.judge import together
+from .timing import time_line
 
 HEADERS = ["scenario", "in->out", "reference", "baseline", "new", "ratio", "CI", "outcome",
            "p", "detectable"]
@@ -297,7 +298,8 @@ def render_terminal(verdict: dict) -> str:
     for note in verdict.get("notes", []):
         out.append(f"note: {note}")
     out.append("")
-    out.append(_summary(verdict))
+    took = time_line(verdict)
+    out.append(_summary(verdict) + (f"  {took}" if took else ""))
     out += [f"  - {r}" for r in verdict["reasons"]]
     return "\n".join(out)
 
@@ -313,6 +315,8 @@ def render_markdown(verdict: dict) -> str:
         out.append(f"**score {verdict['score']:.1f}** = (0.4 x S1 {s['1']:.1f} + 0.3 x S8 "
                    f"{s['8']:.1f} + 0.3 x Sinf {s['inf']:.1f}) x C {verdict['C']:.2f}")
         out.append("")
+    if time_line(verdict):
+        out += [f"Verdict {time_line(verdict)}.", ""]
     if verdict["reasons"]:
         out += [f"- {r}" for r in verdict["reasons"]] + [""]
     if allowed_lines(verdict):

@@ -117,8 +117,9 @@ class Verdict(TypedDict, total=False):
     and from the run (:class:`Facts`): ``profile``, ``patches``, ``new_patches``,
     ``environment``, ``workload``, ``measured``, ``notes``, ``history`` (change
     points), ``calibration`` (measured error rates) and ``timings_s`` (seconds per
-    phase: validate, baselines, engines, latency, explain, accuracy_candidate,
-    accuracy_reference, accuracy, attribution)."""
+    phase: validate, baselines, probe, engines, latency, confirm_engines, confirm,
+    explain, accuracy_candidate, accuracy_reference, accuracy, attribution; and
+    ``total``, the run's wall time up to its judgement)."""
 
     kind: str
     schema_version: int
