@@ -24,6 +24,9 @@
 #   bash docs/gpu-runs/gpu.sh issue15                # grow, FP8, int4, mixed (too long for a call)
 #   bash docs/gpu-runs/gpu.sh serving-slice          # issue 24: the serving set, one call
 #   bash docs/gpu-runs/gpu.sh accuracy-stop NAME PATCH.py...  # issue 25: sequential vs full
+#   bash docs/gpu-runs/gpu.sh startup [PROFILE]      # issue 32: where an engine start goes
+#   bash docs/gpu-runs/gpu.sh planted NAME FRACTION  # calibrate's planted patch -> /tmp/planted/NAME
+#   LIMIT=560 bash docs/gpu-runs/gpu.sh guard ...    # the guard ended (SIGINT) after LIMIT s
 #
 # Verdicts, logs, baselines and the change log of the GPU profiles accumulate in
 # /tmp/logs and /tmp/bl across steps (`seed` starts them from the committed
@@ -155,11 +158,41 @@ smoke)
 guard)
   profile=$1 patches=$2 name=$3; shift 3
   mkdir -p /tmp/empty
-  python3 -m patchgate guard --profile "$profile" --patches "$patches" --baselines "$BL" \
+  # LIMIT: end the guard with SIGINT (its Ctrl-C: engines closed, nothing written) after
+  # that many seconds, so a call keeps the time to pack what it measured
+  timeout --signal=INT --kill-after=30 "${LIMIT:-0}" \
+    python3 -m patchgate guard --profile "$profile" --patches "$patches" --baselines "$BL" \
     --changelog "${CL:-$BL/CHANGELOG.md}" --json "/tmp/logs/$name.json" \
     --markdown "/tmp/logs/$name.md" "$@" 2>&1 | tee "/tmp/logs/$name.log" \
-    | grep -v "^\s*$" | tail -n 60
+    | grep -v "^\s*$" | grep -v "^\[rank\|Capturing\|it/s\]" | tail -n 60
   echo "exit: ${PIPESTATUS[0]}"
+  ;;
+startup)
+  # issue 32: one engine of PROFILE (no patches) started as the gate starts it, with
+  # SGLang's own log at info level, every line stamped with the wall clock; the phases
+  # (import, start, first and second call per scenario, close) in startup-PROFILE.json
+  profile=${1:-h200-minicpm8b}
+  python3 -m patchgate.tools.engine_start --profile "$profile" --log-level info \
+    --json "/tmp/logs/startup-$profile.json" 2>&1 \
+    | while IFS= read -r line; do printf '%s %s\n' "$(date +%s.%N | cut -c1-14)" "$line"; done \
+    > "/tmp/logs/startup-$profile.log"
+  grep -i "load weight\|memory pool\|kv cache\|cuda graph\|capture\|ready\|init torch" \
+    "/tmp/logs/startup-$profile.log" | cut -c1-160 | tail -n 30
+  cat "/tmp/logs/startup-$profile.json"
+  ;;
+planted)
+  # calibrate's planted patch (patchgate.tools.planted) as a folder: FRACTION 0 is the
+  # harmless one, else every decoder layer's MLP does FRACTION more work
+  name=$1 fraction=$2
+  rm -rf "/tmp/planted/$name"
+  python3 - "/tmp/planted/$name" "$fraction" <<'EOF'
+import sys
+from pathlib import Path
+from patchgate.tools import planted
+folder, fraction = Path(sys.argv[1]), float(sys.argv[2])
+planted.neutral(folder) if fraction == 0 else planted.slowdown(folder, fraction, "sglang")
+print(*sorted(p.name for p in folder.iterdir()))
+EOF
   ;;
 fidelity)
   profile=$1 name=$2 bench=${3:-one_batch}
