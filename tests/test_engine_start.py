@@ -6,7 +6,6 @@ import json
 
 from fakes import use_fake_engines
 
-from patchgate.profile import get_profile
 from patchgate.tools import engine_start
 
 

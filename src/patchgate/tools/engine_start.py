@@ -40,7 +40,8 @@ def measure(profile, package: str | None = None) -> dict:
     docstring, close it. ``package``: the module whose import is timed first (default:
     the engine's own, ``sglang`` for the SGLang engine)."""
     from ..engines.factory import start
-    from ..latency.measure import Rounds, measure as timed_rounds
+    from ..latency.measure import Rounds
+    from ..latency.measure import measure as timed_rounds
     from ..latency.scenarios import make_scenarios
 
     package = package or {"sglang": "sglang"}.get(profile.engine)
