@@ -131,6 +131,12 @@ def test_gpu_guard_runs_behind_the_protected_environment():
     assert "patchgate model grow --shape minicpm4-8b" in runs
     assert "args=(--profile h200-minicpm8b --json verdict.json --markdown report.md)" in runs
     assert 'patchgate guard "${args[@]}"' in runs
+    # judged against the base commit's stored state (the merge commit's first parent,
+    # which the checkout fetches), never the pull request's own baselines/
+    assert "args+=(--base HEAD^1)" in runs
+    checkout = next(s for s in guard["steps"] if s.get("uses", "").startswith(
+        "actions/checkout"))
+    assert checkout["with"]["fetch-depth"] == 2
     # a slowdown comes with its reason: both sides' profiles, kept with the verdict
     assert "args+=(--explain)" in runs
     upload = next(s for s in guard["steps"] if s.get("uses", "").startswith(
@@ -177,8 +183,12 @@ def test_ci_runs_lint_test_guard_and_uploads_the_verdict():
     (job,) = doc["jobs"].values()
     assert job["runs-on"] == "ubuntu-latest"
     runs = [s.get("run", "") for s in job["steps"]]
-    for command in ("make lint", "make test", ".venv/bin/patchgate guard --profile default"):
+    for command in ("make lint", "make test"):
         assert any(r.startswith(command) for r in runs), command
+    guard = next(r for r in runs if "args=(--profile default" in r)
+    assert '.venv/bin/patchgate guard "${args[@]}"' in guard
+    # a pull request is judged against its base commit's stored state
+    assert 'if [ "$EVENT" = "pull_request" ]; then\n  args+=(--base HEAD^1)' in guard
     assert any("$GITHUB_STEP_SUMMARY" in r for r in runs)
     uploads = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
     assert "verdict.json" in uploads[0]["with"]["path"]

@@ -75,6 +75,10 @@ def _add_guard(sub, root: Path) -> None:
     g.add_argument("--baselines", type=Path, default=root / "baselines",
                    help="folder of stored results (default: baselines/)")
     g.add_argument("--changelog", type=Path, default=root / "CHANGELOG.md")
+    g.add_argument("--base", metavar="REF",
+                   help="the git revision whose baselines/ and CHANGELOG.md the change is "
+                   "judged against; the change's own edits to them are ignored (default: "
+                   "HEAD; in a pull request, its base commit; 'worktree': the files on disk)")
     g.add_argument("--json", type=Path, help="write the verdict JSON here")
     g.add_argument("--markdown", type=Path, help="write the markdown report here")
     g.add_argument("--accept", action="store_true",
@@ -170,7 +174,7 @@ def _guard(args, reporter) -> int:
                         json_path=args.json, accept=args.accept, record=args.record,
                         force_environment=args.force_environment, quiet=args.quiet,
                         allow_slower=args.allow_slower, attribute=args.attribute,
-                        explain=args.explain)
+                        explain=args.explain, base=args.base)
     verdict = run_guard(opts, reporter)
     print(render_terminal(verdict))
     if args.markdown:

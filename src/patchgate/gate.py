@@ -26,9 +26,9 @@ from .patches import Patch, discover
 from .patches.plan import plan, untested
 from .patches.probe import probe
 from .report.console import Reporter
-from .store import calibration, environment, history, workload, writes
+from .store import base, environment, history, workload, writes
 from .store import flips as flips_file
-from .store.baselines import ROLES, BaselineStore
+from .store.baselines import BaselineStore
 from .tools import attribution
 from .verdict import document, evidence
 from .verdict.judge import accuracy_block, accuracy_fails, judge, latency_notes, task_notes
@@ -48,19 +48,26 @@ class GuardOptions:
     allow_slower: str | None = None  # a maintainer's reason: latency regressions pass
     attribute: bool = False  # also measure the new patches one prefix at a time
     explain: bool = False  # profile the scenarios found slower, both sides, and diff
+    base: str | None = None  # the git revision whose stored state judges (None: HEAD)
 
 
 @dataclass
 class _Run:
-    """A run in progress: its options, reporter, store, stored results, patches, and the
-    fingerprints of the stored files it read (nothing is written if they change)."""
+    """A run in progress: its options, reporter, the store it writes (the working tree),
+    the stored state it is judged against (the base's, :mod:`patchgate.store.base`),
+    patches, and the fingerprints of the files it watches (nothing is written if they
+    change)."""
 
     opts: GuardOptions
     reporter: Reporter
     store: BaselineStore
-    stored: dict
+    state: base.State
     patches: list[Patch]
     watch: writes.Watch
+
+    @property
+    def stored(self) -> dict:
+        return self.state.results
 
 
 def run_guard(opts: GuardOptions, reporter: Reporter | None = None) -> document.Verdict:
@@ -76,8 +83,9 @@ def run_guard(opts: GuardOptions, reporter: Reporter | None = None) -> document.
     reporter.phase("validate", "validating patches")
     patches = discover(opts.patches_dir)
     reporter.phase("baselines", "loading baselines")
-    run = _Run(opts, reporter, store, {role: store.load(role) for role in ROLES}, patches,
-               writes.Watch.start(opts))
+    state = base.read(opts.baselines_dir, opts.changelog, prof.name, opts.base)
+    reporter.say(state.base["note"])
+    run = _Run(opts, reporter, store, state, patches, writes.Watch.start(opts))
     patch_sets, notes = plan(patches, prof.engine, run.stored["current"], run.stored["best"])
     reason = untested(patches, prof.engine, run.stored["current"])
     if reason:
@@ -113,7 +121,7 @@ def _measure(run: _Run, configs: Configurations, scenario_set, guard, notes: lis
     if acc.mode:
         block["mode"] = acc.mode
     new = [p for p in configs.sets["candidate"] if p not in configs.sets["current"]]
-    blocks = {"serving": lat.serving, "explain": lat.explain,
+    blocks = {"serving": lat.serving, "explain": lat.explain, "base": run.state.base,
               "attribution": _attribute(run, configs, new, acc, notes) if opts.attribute
               else None}
     if opts.json_path and flipped:
@@ -121,7 +129,7 @@ def _measure(run: _Run, configs: Configurations, scenario_set, guard, notes: lis
     reporter.phase("judge")
     compared = "current baseline" if not configs.same("current", "reference") or \
         run.stored["current"] else "reference"
-    cal = calibration.quote(run.store)
+    cal = run.state.calibration
     judgement = judge(prof, lat.latency, block, compared_with=compared,
                       allow_slower=opts.allow_slower, calibrated_noise=(cal or {}).get("noise"))
     offclock_notes = offclock.after_judgement(lat.latency.offclock,
@@ -139,7 +147,7 @@ def _measure(run: _Run, configs: Configurations, scenario_set, guard, notes: lis
         environment=env, workload=work, notes=notes,
         measured={"latency": lat.how, "candidate_accuracy": "measured now",
                   "reference_accuracy": acc.source},
-        history={"change_points": history.change_points(run.store.history())},
+        history={"change_points": history.change_points(run.state.history)},
         calibration=cal, timings_s={**reporter.timings, "total": reporter.elapsed()},
         blocks=blocks)
     record = writes.Record(configs.sets, run.patches, lat.latency,
@@ -175,8 +183,8 @@ def _skip(run: _Run, reason: str, notes: list[str]) -> document.Verdict:
     """Nothing measured (:func:`patchgate.store.writes.write_skipped` says what is written)."""
     opts = run.opts
     current = run.stored["current"]
-    verdict = document.skipped(opts.profile.name, reason,
-                               notes + writes.skipped_notes(opts, current, run.patches))
+    verdict = document.skipped(opts.profile.name, reason, [run.state.base["note"], *notes,
+                               *writes.skipped_notes(opts, current, run.patches)])
     run.reporter.phase("write", "writing results")
     writes.write_skipped(opts, run.store, verdict, current, run.patches, run.watch)
     run.reporter.phase("done", "done")

@@ -270,6 +270,13 @@ def _summary(verdict: dict) -> str:
             f"(S1 {s['1']:.1f}, S8 {s['8']:.1f}, Sinf {s['inf']:.1f}, C {verdict['C']:.2f})")
 
 
+def base_line(verdict: dict) -> str | None:
+    """Which stored state the change was judged against, and what of the change's own
+    edits to it was ignored (:mod:`patchgate.store.base`); None for older verdicts."""
+    b = verdict.get("base") or {}
+    return f"stored state: {b['note']}" if b.get("note") else None
+
+
 def render_terminal(verdict: dict) -> str:
     out = []
     if verdict["scenarios"]:
@@ -295,6 +302,8 @@ def render_terminal(verdict: dict) -> str:
     if attribution_rows(verdict):
         out.append(tabulate(attribution_rows(verdict), headers=ATTRIBUTION_HEADERS,
                             tablefmt="simple", disable_numparse=True))
+    if base_line(verdict):
+        out.append(base_line(verdict))
     for note in verdict.get("notes", []):
         out.append(f"note: {note}")
     out.append("")
@@ -319,6 +328,11 @@ def render_markdown(verdict: dict) -> str:
         out += [f"Verdict {time_line(verdict)}.", ""]
     if verdict["reasons"]:
         out += [f"- {r}" for r in verdict["reasons"]] + [""]
+    if (verdict.get("base") or {}).get("differs"):
+        out += [f"**This change edits the stored state; it was ignored.** "
+                f"{base_line(verdict)[len('stored state: '):]}.", ""]
+    elif base_line(verdict):
+        out += [f"{base_line(verdict)[0].upper()}{base_line(verdict)[1:]}.", ""]
     if allowed_lines(verdict):
         out += ["- " + allowed_lines(verdict)[0]] + [f"  - {x.strip()}" for x in
                                                      allowed_lines(verdict)[1:]] + [""]

@@ -145,6 +145,7 @@ class Verdict(TypedDict, total=False):
     attribution: list[dict]  # --attribute: per new patch, its prefix's effect (descriptive)
     serving: dict  # --scenarios serving: the dataset, TTFT/ITL per scenario and configuration
     explain: dict  # --explain: per slower scenario, the profiles' largest differences
+    base: dict  # the stored state judged against: ref, commit, differs, note (store.base)
 
 
 @dataclass
