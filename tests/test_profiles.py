@@ -40,7 +40,7 @@ FROZEN = {p.name: p for p in (
             description="the default MiniCPM grown, function-preserving, to the MiniCPM4-8B "
             "shape on one H200 (SGLang): 8B kernels, the default model's answers",
             model="models/default", grow="minicpm4-8b", engine="sglang", device="cuda",
-            dtype="bfloat16", lengths=GPU, rounds=10, thresholds=Thresholds(latency=0.02),
+            dtype="bfloat16", lengths=GPU, rounds=8, thresholds=Thresholds(latency=0.02),
             eval_batch_size=64),
     Profile(name="target-template",
             description="template for the real target (MiniCPM-SALA or any model path) on "
