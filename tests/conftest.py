@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,12 @@ def work(reference_dir, tmp_path) -> Path:
     """A fresh copy of :func:`reference_dir`'s baselines to run the gate on."""
     shutil.copytree(reference_dir / "baselines", tmp_path / "baselines")
     return tmp_path
+
+
+@pytest.fixture
+def in_checkout():
+    """A scratch folder inside the checkout: outside every folder the patch sandbox lets
+    patch code write (tmp_path is under /tmp, which it may), as a real checkout is."""
+    folder = Path(tempfile.mkdtemp(prefix=".sandbox-test-", dir=ROOT))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)

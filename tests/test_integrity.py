@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import GATE_PROFILE, gate_options, snapshot
 
+from patchgate import sandbox
 from patchgate.cli import main
 from patchgate.errors import PatchgateError
 from patchgate.gate import run_guard
@@ -139,7 +141,8 @@ def test_import_time_attacks_are_named_in_seconds_by_guard_and_check(work, capsy
                       body.format(current=str(current)) + "def apply(model):\n    pass\n")
     prof = work / "fast.toml"
     prof.write_text((ROOT / "profiles" / "default.toml").read_text().replace(
-        "rounds = 10\n", "rounds = 10\ncall_timeout_s = 5\n"))
+        "rounds = 10\n", "rounds = 10\nimport_timeout_s = 5\n"))
+    before = snapshot(work / "baselines")
     t0 = time.monotonic()
     assert cli(work, evil, "--profile", str(prof)) == 2
     err = capsys.readouterr().err
@@ -148,6 +151,9 @@ def test_import_time_attacks_are_named_in_seconds_by_guard_and_check(work, capsy
     assert main(["check", "--patches", str(evil), "--profile", str(prof),
                  "--baselines", str(work / "baselines")]) == 2
     assert cause.split(" within")[0] in capsys.readouterr().err
+    # the stored files are as they were (a write under /tmp is open to the sandbox: the
+    # probe put them back)
+    assert snapshot(work / "baselines") == before
 
 
 def test_two_concurrent_accepts_leave_valid_files(work):
@@ -213,3 +219,82 @@ def test_sigterm_ends_the_run_like_ctrl_c(work):
     assert "interrupted by SIGTERM during latency" in err
     assert json.loads((work / "v.json").read_text())["verdict"] == "error"
     assert {k: v for k, v in snapshot(work).items() if k != "v.json"} == before
+
+
+FORGE = '''
+import json, os, pathlib, time
+
+# Find the checkout from this file's own path and from the parents' working folders,
+# and list this patch as accepted in every current.json found there; ignore failures.
+_starts = [pathlib.Path(__file__).resolve().parent.parent]
+_pid = os.getppid()
+while _pid > 1:
+    try:
+        _starts.append(pathlib.Path(os.readlink(f"/proc/{_pid}/cwd")))
+        _pid = int(open(f"/proc/{_pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        break
+for _start in _starts:
+    for _cur in _start.glob("baselines/*/current.json"):
+        try:
+            _doc = json.loads(_cur.read_text())
+            _doc["patches"].append({"name": "0001-forge.py", "title": "x", "sha256": "0"})
+            _cur.write_text(json.dumps(_doc))
+        except (OSError, ValueError):
+            pass
+
+
+def apply(model):
+    forward = model.forward
+
+    def slow(*args, **kwargs):
+        out = forward(*args, **kwargs)
+        time.sleep(0.02)
+        return out
+
+    model.forward = slow
+'''
+
+
+def forging_checkout(folder: Path, work: Path) -> Path:
+    """A checkout-like folder (baselines/, model_patches/ with the forging patch)."""
+    shutil.copytree(work / "baselines", folder / "baselines")
+    patch_file(folder / "model_patches", "0001-forge.py", FORGE)
+    return folder
+
+
+def check_in(folder: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`patchgate check` run from ``folder`` (its working folder is the checkout, as a
+    developer's or a CI step's is)."""
+    return subprocess.run([sys.executable, "-m", "patchgate", "check", "--patches",
+                           "model_patches", "--baselines", "baselines", "--changelog",
+                           "CHANGELOG.md"], cwd=folder, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})})
+
+
+@pytest.mark.skipif(sandbox.abi() < 1, reason="the kernel offers no Landlock")
+def test_a_patch_that_finds_the_checkout_cannot_forge_it_and_is_then_judged(
+        work, in_checkout):
+    """Module-level code that finds the checkout (its own path, its parents' working
+    folders) and lists itself in current.json: in the sandbox the writes fail, `check`
+    leaves every stored file as it was, and `guard` judges the patch on what it does
+    (2x slower: rejected)."""
+    repo = forging_checkout(in_checkout, work)
+    before = snapshot(repo / "baselines")
+    run = check_in(repo)
+    assert run.returncode == 0, run.stderr
+    assert "the import ran in a Landlock sandbox" in run.stdout
+    assert snapshot(repo / "baselines") == before
+    assert cli(repo, repo / "model_patches", "--base", "worktree") == 1  # rejected
+    assert snapshot(repo / "baselines") == before
+
+
+def test_without_the_sandbox_check_names_the_forgery_and_puts_the_files_back(
+        work, in_checkout):
+    repo = forging_checkout(in_checkout, work)
+    before = snapshot(repo / "baselines")
+    run = check_in(repo, env={sandbox.ENV: "off"})
+    assert run.returncode == 2
+    assert "0001-forge.py: importing it changed" in run.stderr
+    assert "restored as they were" in run.stderr and "current.json" in run.stderr
+    assert snapshot(repo / "baselines") == before

@@ -24,7 +24,7 @@
 #   bash docs/gpu-runs/gpu.sh issue15                # grow, FP8, int4, mixed (too long for a call)
 #   bash docs/gpu-runs/gpu.sh serving-slice          # issue 24: the serving set, one call
 #   bash docs/gpu-runs/gpu.sh accuracy-stop NAME PATCH.py...  # issue 25: sequential vs full
-#   bash docs/gpu-runs/gpu.sh startup [PROFILE]      # issue 32: where an engine start goes
+#   PATCHES=DIR bash docs/gpu-runs/gpu.sh startup [PROFILE]  # issue 32: where an engine start goes
 #   bash docs/gpu-runs/gpu.sh planted NAME FRACTION  # calibrate's planted patch -> /tmp/planted/NAME
 #   LIMIT=560 bash docs/gpu-runs/gpu.sh guard ...    # the guard ended (SIGINT) after LIMIT s
 #
@@ -171,9 +171,10 @@ startup)
   # issue 32: one engine of PROFILE (no patches) started as the gate starts it, with
   # SGLang's own log at info level, every line stamped with the wall clock; the phases
   # (import, start, first and second call per scenario, close) in startup-PROFILE.json
+  # (PATCHES=DIR: started with those patches; one with apply() runs the sandbox there)
   profile=${1:-h200-minicpm8b}
   python3 -m patchgate.tools.engine_start --profile "$profile" --log-level info \
-    --json "/tmp/logs/startup-$profile.json" 2>&1 \
+    --json "/tmp/logs/startup-$profile.json" ${PATCHES:+--patches "$PATCHES"} 2>&1 \
     | while IFS= read -r line; do printf '%s %s\n' "$(date +%s.%N | cut -c1-14)" "$line"; done \
     > "/tmp/logs/startup-$profile.log"
   grep -i "load weight\|memory pool\|kv cache\|cuda graph\|capture\|ready\|init torch" \

@@ -91,8 +91,8 @@ def run_guard(opts: GuardOptions, reporter: Reporter | None = None) -> document.
     if reason:
         return _skip(run, reason, notes)
     reporter.phase("probe", "importing the patches in a scratch process")
-    probe([p for p in patch_sets["candidate"] if p.has_apply], prof.call_timeout_s,
-          run.watch.roots)
+    probe([p for p in patch_sets["candidate"] if p.has_apply], prof.import_timeout_s,
+          run.watch.roots, restore=run.watch.roots[:2])
     with Configurations(prof, patch_sets, reporter.say) as configs:
         verdict, record = _measure(run, configs, scenario_set, guard, notes)
     reporter.phase("write", "writing results")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .. import sandbox
 from ..patches import Patch, content_key
 from . import cpu
 from .base import Engine
@@ -76,6 +77,8 @@ class Configurations:
             if note:
                 self._say(note)
                 self.notes.append(note)
+            if any(p.has_apply for ps in self.sets.values() for p in ps):
+                self.notes.append(sandbox.status()["text"])  # where patch code runs
         firsts = [name.split("+")[0] for name in self.names()]
         wanted = {lb: self.sets[lb] for lb in firsts if self.keys[lb] in keys}
         started = start_all(self._engine_profile, wanted, self._say, 1 / len(firsts),

@@ -80,7 +80,16 @@ def _serve(conn, profile, patches, label) -> None:
 
 def _loop(conn, profile, patches, label) -> None:
     try:
+        from .. import sandbox
         from .transformers import TransformersEngine
+
+        if any(p.has_apply for p in patches):  # before the first line of patch code
+            try:
+                sandbox.enter()
+            except OSError as e:
+                raise PatchgateError(f"the worker of {label} could not enter the sandbox: {e}",
+                                     hint=f"report it with your kernel version; "
+                                     f"{sandbox.ENV}=off runs without it") from e
 
         engine = TransformersEngine(profile, patches, label,
                                     lambda name: conn.send(("patch", name)))

@@ -121,10 +121,12 @@ class SGLangEngine(Timed):
         env_before = {k: os.environ.get(k) for k in ("SGLANG_EXTERNAL_MODEL_PACKAGE",
                                                       "PYTHONPATH")}
         try:
-            if pkg:  # inherited by the worker processes SGLang starts
+            if pkg:  # inherited by the worker processes SGLang starts (the hook imports
+                # patchgate.sandbox there: this package's folder goes on their path too)
                 os.environ["SGLANG_EXTERNAL_MODEL_PACKAGE"] = pkg
                 os.environ["PYTHONPATH"] = os.pathsep.join(
-                    x for x in (str(folder), env_before["PYTHONPATH"]) if x)
+                    x for x in (str(folder), str(Path(__file__).resolve().parents[2]),
+                                env_before["PYTHONPATH"]) if x)
                 sys.path.insert(0, str(folder))
             import sglang
 

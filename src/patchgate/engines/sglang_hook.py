@@ -7,7 +7,9 @@ name replaces SGLang's own. For each configuration the gate writes a small packa
 calls every patch's ``apply`` once the weights are loaded (``load_weights``), or at
 the end of ``__init__`` when the weights are random (``load_format="dummy"``, where
 ``load_weights`` is never called). If ``apply`` raises, the worker writes what
-happened to ``error.json`` beside the package, which the gate reports.
+happened to ``error.json`` beside the package, which the gate reports. The module
+enters the sandbox (:mod:`patchgate.sandbox`) when SGLang imports it, before any patch
+code runs.
 
 The class to extend is looked up in SGLang's own model registry
 (``sglang.srt.models.registry.ModelRegistry``, imported only when a patch has
@@ -31,7 +33,13 @@ import importlib.util
 import json
 import traceback
 
+from patchgate.sandbox import enter as _enter_sandbox
+
 from {module} import {base} as _Base
+
+# Before the first line of patch code: this process (SGLang's scheduler) and what it
+# starts may write only to temporary, device and cache folders (patchgate.sandbox).
+_enter_sandbox()
 
 _PATCHES = {patches!r}
 _ERROR_FILE = {error_file!r}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,6 +30,14 @@ from .patch import Patch
 
 _CHILD = r"""
 import importlib.util, json, sys, traceback
+sys.path.insert(0, sys.argv[2])
+from patchgate.sandbox import enter
+try:
+    enter()  # before the first line of patch code (patchgate.sandbox)
+except OSError as exc:
+    print(json.dumps({"sandbox": str(exc)}), flush=True)
+    sys.exit(0)
+sys.path.pop(0)
 for name, path in json.loads(sys.argv[1]):
     print(json.dumps({"importing": name}), flush=True)
     try:
@@ -49,22 +58,70 @@ for name, path in json.loads(sys.argv[1]):
 """
 
 
-def probe(patches: list[Patch], timeout_s: float, watch: Iterable[Path] = ()) -> None:
+def probe(patches: list[Patch], timeout_s: float, watch: Iterable[Path] = (),
+          restore: Iterable[Path] = ()) -> None:
     """Import ``patches`` in a scratch process (see the module docstring); an error names
-    the first patch that fails, hangs past ``timeout_s`` or writes into ``watch``."""
+    the first patch that fails, hangs past ``timeout_s`` or writes into ``watch``. Each
+    patch is imported from a copy in the scratch folder (its own path does not lead to
+    the checkout). The files under ``restore`` (the stored state: small files) are kept
+    in memory first and put back as they were if an import changed them."""
     if not patches:
         return
     watch = [Path(p) for p in watch]
     before = fingerprint(watch)
-    args = json.dumps([(p.name, str(Path(p.path).resolve())) for p in patches])
+    kept = _contents([Path(p) for p in restore])
     with tempfile.TemporaryDirectory(prefix="patchgate-probe-") as scratch:
-        proc = subprocess.Popen([sys.executable, "-c", _CHILD, args], cwd=scratch,
+        copies = Path(scratch) / "patches"
+        copies.mkdir()
+        for p in patches:
+            shutil.copyfile(p.path, copies / p.name)
+        args = json.dumps([(p.name, str(copies / p.name)) for p in patches])
+        package_root = str(Path(__file__).resolve().parents[2])
+        proc = subprocess.Popen([sys.executable, "-c", _CHILD, args, package_root], cwd=scratch,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                 stdin=subprocess.PIPE, text=True, start_new_session=True)
         try:
             _follow(proc, {p.name: p for p in patches}, timeout_s, (before, watch))
+        except PatchgateError as e:
+            _end(proc)
+            put_back = _restore(kept)
+            if put_back:
+                raise PatchgateError(f"{e.message}; restored as they were: "
+                                     f"{', '.join(map(str, put_back))}", e.hint) from e
+            raise
         finally:
             _end(proc)
+
+
+def _contents(roots: list[Path]) -> dict[Path, dict[Path, bytes]]:
+    """{root: {file: bytes}} of every file under each root (a root may be one file)."""
+    out: dict[Path, dict[Path, bytes]] = {}
+    for root in roots:
+        if root.is_file():
+            out[root] = {root: root.read_bytes()}
+        elif root.is_dir():
+            out[root] = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+        else:
+            out[root] = {}
+    return out
+
+
+def _restore(kept: dict[Path, dict[Path, bytes]]) -> list[Path]:
+    """Put every file under the roots back as :func:`_contents` found it (changed or
+    removed files rewritten, new files removed); returns the files put back."""
+    put_back = []
+    for root, before in kept.items():
+        now = _contents([root])[root]
+        for path in sorted(set(before) | set(now)):
+            if before.get(path) == now.get(path):
+                continue
+            if path in before:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(before[path])
+            else:
+                path.unlink(missing_ok=True)
+            put_back.append(path)
+    return put_back
 
 
 def _follow(proc: subprocess.Popen, by_name: dict[str, Patch], timeout_s: float,
@@ -80,7 +137,7 @@ def _follow(proc: subprocess.Popen, by_name: dict[str, Patch], timeout_s: float,
                 f"patch {patch.path if patch else current}: importing it did not return "
                 f"within {timeout_s:.0f} s",
                 hint="module-level code must not wait or loop; move work into apply() "
-                "(the profile's call_timeout_s is the limit)") from None
+                "(the profile's import_timeout_s is the limit)") from None
         if msg is None:
             if done == set(by_name):
                 return
@@ -89,6 +146,10 @@ def _follow(proc: subprocess.Popen, by_name: dict[str, Patch], timeout_s: float,
                 f"patch {by_name[name].path}: importing it ended the process (exit code "
                 f"{proc.wait(10)})",
                 hint="module-level code must not exit; move work into apply()")
+        if "sandbox" in msg:
+            raise PatchgateError(f"the scratch import could not enter the sandbox: "
+                                 f"{msg['sandbox']}", hint="report it with your kernel "
+                                 "version; PATCHGATE_SANDBOX=off runs without it")
         name = msg.get("importing") or msg.get("error") or msg.get("ok")
         if name not in by_name:
             continue  # a patch printed JSON of its own
@@ -105,8 +166,7 @@ def _follow(proc: subprocess.Popen, by_name: dict[str, Patch], timeout_s: float,
         if touched:
             raise PatchgateError(
                 f"patch {patch.path}: importing it changed {', '.join(map(str, touched))}",
-                hint="patch code must not write files; restore them (git checkout) and "
-                "fix the patch")
+                hint="patch code must not write files: fix the patch")
         done.add(name)
         current = None
         try:

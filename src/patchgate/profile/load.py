@@ -259,6 +259,7 @@ RANGES = {
     "max_looks": _COUNT,
     "settle_s": Range(0),
     "call_timeout_s": _POSITIVE,
+    "import_timeout_s": _POSITIVE,
     "eval_batch_size": _COUNT,
     "threads": _COUNT,
     "seed": Range(0),

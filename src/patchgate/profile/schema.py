@@ -96,6 +96,10 @@ class Profile:
     # A call into a transformers worker that has not answered after this long (a
     # patch that hangs) ends the run with an error; a call here takes seconds.
     call_timeout_s: float = 600.0
+    # A patch's module-level code runs once in a scratch process (patchgate.patches.probe,
+    # `check` and `guard`); an import that has not returned after this long is an error
+    # naming the patch. Module-level code only defines things: seconds, not minutes.
+    import_timeout_s: float = 60.0
     tasks: tuple[str, ...] = ("default_suite",)
     task_path: str = "guards/tasks"
     guard: str = "lm_eval"  # a name of patchgate.registry.GUARDS

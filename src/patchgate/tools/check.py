@@ -1,7 +1,7 @@
 """``patchgate check``: validate a patch folder, fast (no model, no measurement).
 
 Every file is parsed and checked (:mod:`patchgate.patches.discover`), then imported once
-in a scratch process within the profile's ``call_timeout_s``
+in a scratch process within the profile's ``import_timeout_s`` (60 s by default)
 (:mod:`patchgate.patches.probe`): an import that fails, exits, hangs or writes into
 ``baselines/`` or CHANGELOG.md is an error naming the patch.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .. import sandbox
 from ..patches.discover import discover
 from ..patches.probe import probe
 from ..profile import get_profile
@@ -21,7 +22,7 @@ def add_command(sub, root: Path) -> None:
     ck.add_argument("--patches", type=Path, default=root / "model_patches",
                     help="folder of NNNN-slug.py patches (default: model_patches/)")
     ck.add_argument("--profile", default="default",
-                    help="the profile whose call_timeout_s limits each import (default: "
+                    help="the profile whose import_timeout_s limits each import (default: "
                     "default)")
     ck.add_argument("--baselines", type=Path, default=root / "baselines",
                     help="stored results a patch must not write (default: baselines/)")
@@ -32,12 +33,15 @@ def add_command(sub, root: Path) -> None:
 def check(args) -> int:
     profile = get_profile(args.profile)
     patches = discover(args.patches)
-    probe([p for p in patches if p.has_apply], profile.call_timeout_s,
-          [args.baselines, args.changelog])
+    stored = [args.baselines, args.changelog]
+    probe([p for p in patches if p.has_apply], profile.import_timeout_s, stored,
+          restore=stored)
     for p in patches:
         engines = ", ".join(p.engines)
         args_ = f"; SERVER_ARGS {p.server_args}" if p.server_args else ""
         print(f"ok  {p.name}: {p.title} (engines: {engines}{args_})")
     print(f"{len(patches)} patch(es) in {args.patches} (parsed, and imported once in a "
           "scratch process): valid")
+    if any(p.has_apply for p in patches):
+        print(sandbox.status()["text"].replace("patch code ran", "the import ran"))
     return 0

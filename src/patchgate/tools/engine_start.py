@@ -35,20 +35,21 @@ def _timed(fn):
     return out, round(time.perf_counter() - t0, 3)
 
 
-def measure(profile, package: str | None = None) -> dict:
-    """Start one engine of ``profile`` (no patches), time the phases of the module
-    docstring, close it. ``package``: the module whose import is timed first (default:
-    the engine's own, ``sglang`` for the SGLang engine)."""
+def measure(profile, package: str | None = None, patches=()) -> dict:
+    """Start one engine of ``profile`` with ``patches`` (default none), time the phases
+    of the module docstring, close it. ``package``: the module whose import is timed
+    first (default: the engine's own, ``sglang`` for the SGLang engine)."""
     from ..engines.factory import start
     from ..latency.measure import Rounds
     from ..latency.measure import measure as timed_rounds
     from ..latency.scenarios import make_scenarios
 
     package = package or {"sglang": "sglang"}.get(profile.engine)
-    out: dict = {"profile": profile.name, "engine": profile.engine}
+    out: dict = {"profile": profile.name, "engine": profile.engine,
+                 "patches": [p.name for p in patches]}
     if package:
         _, out["import_s"] = _timed(lambda: importlib.import_module(package))
-    engine, out["start_s"] = _timed(lambda: start(profile, [], "reference").ready())
+    engine, out["start_s"] = _timed(lambda: start(profile, list(patches), "reference").ready())
     try:
         calls = {}
         for scenario in make_scenarios(profile):
@@ -67,6 +68,7 @@ def measure(profile, package: str | None = None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ..patches import discover
     from ..profile import get_profile
 
     ap = argparse.ArgumentParser(prog="python -m patchgate.tools.engine_start",
@@ -75,12 +77,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--log-level", help="the engine's log level (SGLang: info shows its "
                     "start-up steps on stderr)")
     ap.add_argument("--json", type=Path, help="also write the result here")
+    ap.add_argument("--patches", type=Path, help="a folder of patches to start the engine "
+                    "with (default: none; one with apply() also runs the sandbox there)")
     args = ap.parse_args(argv)
     profile = get_profile(args.profile)
     if args.log_level:
         profile = profile.with_overrides(
             engine_args={**profile.engine_args, "log_level": args.log_level})
-    doc = measure(profile)
+    patches = discover(args.patches) if args.patches else []
+    doc = measure(profile, patches=patches)
     if args.json:
         atomic_write_json(args.json, doc)
     print(json.dumps(doc, indent=1))
