@@ -224,16 +224,15 @@ def test_sigterm_ends_the_run_like_ctrl_c(work):
 FORGE = '''
 import json, os, pathlib, time
 
-# Find the checkout from this file's own path and from the parents' working folders,
-# and list this patch as accepted in every current.json found there; ignore failures.
+# Find the checkout from this file's own path and from the parent process's working
+# folder (the gate, run from the checkout), and list this patch as accepted in every
+# current.json found there; ignore failures. (One level up only: the test runs the gate
+# from a scratch checkout, and pytest's own working folder is the real one.)
 _starts = [pathlib.Path(__file__).resolve().parent.parent]
-_pid = os.getppid()
-while _pid > 1:
-    try:
-        _starts.append(pathlib.Path(os.readlink(f"/proc/{_pid}/cwd")))
-        _pid = int(open(f"/proc/{_pid}/stat").read().rsplit(")", 1)[1].split()[1])
-    except OSError:
-        break
+try:
+    _starts.append(pathlib.Path(os.readlink(f"/proc/{os.getppid()}/cwd")))
+except OSError:
+    pass
 for _start in _starts:
     for _cur in _start.glob("baselines/*/current.json"):
         try:
@@ -263,10 +262,10 @@ def forging_checkout(folder: Path, work: Path) -> Path:
     return folder
 
 
-def check_in(folder: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    """`patchgate check` run from ``folder`` (its working folder is the checkout, as a
-    developer's or a CI step's is)."""
-    return subprocess.run([sys.executable, "-m", "patchgate", "check", "--patches",
+def run_in(folder: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`patchgate ARGS` run from ``folder`` (its working folder is the checkout, as a
+    developer's or a CI step's is; never pytest's, which is the real checkout)."""
+    return subprocess.run([sys.executable, "-m", "patchgate", *args, "--patches",
                            "model_patches", "--baselines", "baselines", "--changelog",
                            "CHANGELOG.md"], cwd=folder, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})})
@@ -280,21 +279,25 @@ def test_a_patch_that_finds_the_checkout_cannot_forge_it_and_is_then_judged(
     leaves every stored file as it was, and `guard` judges the patch on what it does
     (2x slower: rejected)."""
     repo = forging_checkout(in_checkout, work)
-    before = snapshot(repo / "baselines")
-    run = check_in(repo)
+    before, real = snapshot(repo / "baselines"), snapshot(ROOT / "baselines")
+    run = run_in(repo, "check")
     assert run.returncode == 0, run.stderr
     assert "the import ran in a Landlock sandbox" in run.stdout
     assert snapshot(repo / "baselines") == before
-    assert cli(repo, repo / "model_patches", "--base", "worktree") == 1  # rejected
+    run = run_in(repo, "guard", "--quiet", "--rounds", "4", "--base", "worktree")
+    assert run.returncode == 1, run.stderr  # rejected: 2x slower
+    assert "patch code ran in a Landlock sandbox" in run.stdout
     assert snapshot(repo / "baselines") == before
+    assert snapshot(ROOT / "baselines") == real
 
 
 def test_without_the_sandbox_check_names_the_forgery_and_puts_the_files_back(
         work, in_checkout):
     repo = forging_checkout(in_checkout, work)
-    before = snapshot(repo / "baselines")
-    run = check_in(repo, env={sandbox.ENV: "off"})
+    before, real = snapshot(repo / "baselines"), snapshot(ROOT / "baselines")
+    run = run_in(repo, "check", env={sandbox.ENV: "off"})
     assert run.returncode == 2
     assert "0001-forge.py: importing it changed" in run.stderr
     assert "restored as they were" in run.stderr and "current.json" in run.stderr
     assert snapshot(repo / "baselines") == before
+    assert snapshot(ROOT / "baselines") == real

@@ -22,6 +22,7 @@ prefill_b64 got 25 % faster (no page faults on every call's fresh buffers).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import multiprocessing as mp
 import os
 import shutil
@@ -69,6 +70,9 @@ def _failure(e: BaseException, patches) -> tuple:
 def _serve(conn, profile, patches, label) -> None:
     """The worker: patch code runs here, in a scratch working directory, removed after."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # patch paths given relative to the gate's working folder (--patches model_patches)
+    # must still lead to the files once the worker works in its scratch folder
+    patches = [dataclasses.replace(p, path=Path(p.path).resolve()) for p in patches]
     scratch = tempfile.mkdtemp(prefix=f"patchgate-worker-{label}-")
     os.chdir(scratch)
     try:
