@@ -14,9 +14,10 @@ import pytest
 from patchgate.errors import PatchgateError
 from patchgate.guard import lmeval as acc
 from patchgate.guard import results as acc_results
+from patchgate.guard.decision import AccuracyDecision
 from patchgate.guard.lm_model import lm_class
 from patchgate.profile import get_profile
-from patchgate.verdict.judge import accuracy_block
+from patchgate.verdict.accuracy import accuracy_block
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = Path(__file__).parent / "fixtures" / "tasks"
@@ -183,7 +184,8 @@ def test_pairing_by_task_filter_and_item_and_the_flipped_items(tok, right):
         ("8 1 7 2", "1 2 3 4", "8 1 7 2")
     assert gsm["candidate_generation"].startswith("1 2 3 4 . sum")
     assert gsm["prompt"] == rows("addition")[0]["prompt"]
-    block = accuracy_block(r, c, ref, cand, get_profile("default"), flips=flips)
+    block = accuracy_block(r, c, ref, cand, get_profile("default"),
+                           AccuracyDecision.full_set(r, c, 0.99), flips=flips)
     assert block["flips_total"] == 4 and block["flipped_to_wrong"] == 4
     assert block["per_task"]["fx_gsm"]["filter"] == "strict-match"
     assert block["per_task"]["fx_gsm"]["others"][0]["candidate"] == 15 / 16
@@ -242,6 +244,7 @@ def test_reports_show_filters_other_metrics_and_the_first_flipped_items(tok, rig
     r, c = acc_results.paired_scores(ref, cand)
     verdict = json.loads((Path(__file__).parent / "golden" / "verdict.json").read_text())
     verdict["accuracy"] = accuracy_block(r, c, ref, cand, get_profile("default"),
+                                         AccuracyDecision.full_set(r, c, 0.99),
                                          flips=acc_results.flips(ref, cand))
     verdict["accuracy"]["flips_file"] = "v.flips.jsonl"
     text = render_terminal(verdict)

@@ -32,7 +32,7 @@ def test_prompts_are_deterministic_and_in_vocabulary():
 
 
 def test_reference_agrees_with_itself(reference):
-    ref, same = agreement.run(reference, reference, PROFILE, n=4, new_tokens=16)
+    ref, same = agreement.both_results(reference, reference, PROFILE, n=4, new_tokens=16)
     assert same is ref
     result = ref["tasks"][agreement.TASK]
     assert len(result["samples"]) == 4 * 16
@@ -50,7 +50,7 @@ def test_judge_scores_foreign_tokens_low(reference):
 def test_broken_weights_lose_agreement(reference):
     broken = TransformersEngine(PROFILE, discover(FIX / "break_accuracy"), "candidate")
     try:
-        ref, cand = agreement.run(reference, broken, PROFILE, n=4, new_tokens=16)
+        ref, cand = agreement.both_results(reference, broken, PROFILE, n=4, new_tokens=16)
     finally:
         broken.close()
     assert cand["mean"] < 0.9 * ref["mean"]
@@ -92,7 +92,7 @@ def test_on_random_weights_an_exact_rewrite_agrees_and_broken_weights_do_not(ran
                                    (discover(FIX / "break_accuracy"), 0.0, 0.8)):
             cand = TransformersEngine(prof, patches, "candidate")
             try:
-                r, c = agreement.run(ref, cand, prof, n=4, new_tokens=24)
+                r, c = agreement.both_results(ref, cand, prof, n=4, new_tokens=24)
             finally:
                 cand.close()
             assert 0.5 < r["mean"] <= 1.0

@@ -1,14 +1,14 @@
-"""``--attribute`` (patchgate.tools.attribution) on fake engines of exact speed: each new
+"""``--attribute`` (patchgate.attribution) on fake engines of exact speed: each new
 patch gets the effect of its own prefix, and the extra engines are closed."""
 
 from __future__ import annotations
 
 from fakes import use_fake_engines, write_patch
 
+from patchgate import attribution
 from patchgate.engines.configurations import Configurations
 from patchgate.patches import discover
 from patchgate.profile import get_profile
-from patchgate.tools import attribution
 
 PROFILE = get_profile("default").with_overrides(rounds=6, warmup=0, settle_s=0.0)
 
@@ -23,7 +23,7 @@ def test_each_new_patch_gets_its_own_prefix_effect(tmp_path, monkeypatch, report
     sets = {"candidate": new, "current": [], "reference": []}
     with Configurations(PROFILE, sets) as configs:
         configs.start()
-        rows = attribution.run(
+        rows = attribution.prefixes(
             configs, new, lambda e: {"mean": accuracy[e.label]},
             {"reference": {"mean": 0.90}, "candidate": {"mean": 0.87}}, reporter)
         extra = [e for e in built if e.label in ("P1", "P2")]

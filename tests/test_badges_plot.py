@@ -7,6 +7,7 @@ import pytest
 
 from patchgate.cli import main
 from patchgate.errors import EXIT_ACCEPTED, EXIT_ERROR
+from patchgate.profile import Thresholds, get_profile
 from patchgate.report import badges, plot
 from patchgate.store import history
 from patchgate.store.baselines import BaselineStore, make_envelope
@@ -51,7 +52,23 @@ def test_score_colour(score, color):
     (1.002, badges.GREEN), (0.99, badges.GREEN), (0.9899, badges.YELLOW),
     (0.97, badges.YELLOW), (0.9699, badges.RED)])
 def test_accuracy_colour(ratio, color):
-    assert badges.accuracy_color(ratio) == color
+    assert badges.accuracy_color(ratio, Thresholds()) == color
+
+
+def test_the_accuracy_badge_follows_the_profiles_limit(tmp_path):
+    """A profile whose limit is 95 % (C reaching 0 at 93 %): 96 % of the reference is
+    green there, where the default limits (99 %, C zero at 97 %) make it red."""
+    lenient = get_profile(PROFILE).with_overrides(
+        thresholds=Thresholds(accuracy_reject=0.95, c_low=0.93, c_high=0.95))
+    root = _store(tmp_path, accuracy_ratio=0.96)
+    out = tmp_path / "badges"
+    colors = {}
+    for prof in (lenient, get_profile(PROFILE)):
+        (path,) = [p for p in badges.write_badges(root, prof, out) if "accuracy" in p.name]
+        ns = {"s": "http://www.w3.org/2000/svg"}
+        colors[prof.thresholds.accuracy_reject] = [
+            r.get("fill") for r in ET.parse(path).getroot().iterfind(".//s:rect[@x]", ns)]
+    assert colors == {0.95: [badges.GREEN], 0.99: [badges.RED]}
 
 
 def test_badges_written_from_current_json(tmp_path, capsys):

@@ -1,6 +1,7 @@
 """The library's shape, held as tests: modules of one concern (at most 400 lines, the
-gate at most 200), small signatures (at most 6 parameters), every registered kind
-loadable and shaped like its protocol, and one reader for the verdict document."""
+gate at most 200), small signatures (at most 6 positional parameters; keyword-only ones
+are free, and so is no dataclass of many fields built by position), every registered
+kind loadable and shaped like its protocol, and one reader for the verdict document."""
 
 from __future__ import annotations
 
@@ -25,25 +26,56 @@ def test_modules_stay_small(path):
     assert len(path.read_text().splitlines()) <= limit
 
 
+def positional(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """The parameters a call may pass by position (``self`` and ``cls`` not counted;
+    keyword-only ones are named at every call, so they cost a reader nothing)."""
+    names = [x.arg for x in node.args.posonlyargs + node.args.args]
+    return names[1:] if names[:1] in (["self"], ["cls"]) else names
+
+
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(SRC)))
-def test_no_function_takes_more_than_six_parameters(path):
+def test_no_function_takes_more_than_six_positional_parameters(path):
     tree = ast.parse(path.read_text())
+    wide = [f"{node.name} ({len(positional(node))})" for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and len(positional(node)) > 6]
+    assert not wide, f"make the rest keyword-only, or pass a small dataclass: {wide}"
+
+
+def _dataclass(node: ast.ClassDef) -> ast.expr | None:
+    for d in node.decorator_list:
+        name = d.func if isinstance(d, ast.Call) else d
+        if getattr(name, "id", getattr(name, "attr", None)) == "dataclass":
+            return d
+    return None
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(SRC)))
+def test_no_dataclass_of_more_than_six_fields_is_built_by_position(path):
+    """A dataclass of many fields is keyword-only (``kw_only=True``), or no caller in the
+    package builds it by position: ``Run(a, b, c, d, e, f, g, h, i, j)`` says nothing."""
+    trees = {p: ast.parse(p.read_text()) for p in MODULES}
     wide = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            a = node.args
-            names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
-            if names[:1] in (["self"], ["cls"]):
-                names = names[1:]
-            if len(names) > 6:
-                wide.append(f"{node.name} ({len(names)})")
-    assert not wide, f"pass a small dataclass instead: {wide}"
+    for node in ast.walk(trees[path]):
+        d = node if isinstance(node, ast.ClassDef) else None
+        if d is None or _dataclass(d) is None:
+            continue
+        deco = _dataclass(d)
+        if isinstance(deco, ast.Call) and any(k.arg == "kw_only" for k in deco.keywords):
+            continue
+        for tree in trees.values():
+            for call in ast.walk(tree):
+                if isinstance(call, ast.Call) and getattr(call.func, "id",
+                                                          getattr(call.func, "attr", None)) \
+                        == d.name and len(call.args) > 6:
+                    wide.append(f"{d.name} ({len(call.args)} positional)")
+    assert not wide, f"make it kw_only=True and name the fields: {sorted(set(wide))}"
 
 
 PROTOCOLS = {"engine": ("name", "ready", "generate", "generate_until", "loglikelihood",
                         "timed_generate", "profile_generate", "synchronize", "close"),
              "scenarios": ("name", "stores", "check", "scenarios", "measure"),
-             "guard": ("name", "alone", "check", "evaluate", "one")}
+             "guard": ("name", "judges_alone", "check", "evaluate", "result_of")}
 
 
 @pytest.mark.parametrize(("kind", "name"), [(k, n) for k, table in registry.KINDS.items()

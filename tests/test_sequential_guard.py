@@ -48,10 +48,10 @@ def test_the_looks_grow_by_a_factor_and_end_at_the_total():
 
 def test_the_survey_answers_nothing_and_lists_every_item(tok):
     model, engine = lm(tok, answers())
-    sv = sequential.survey(model, SPEC)
+    suite = sequential.survey(model, SPEC)
     assert prompts(engine) == 0
-    assert sv.tasks == ("fx_arc", "fx_chain", "fx_gsm", "fx_hop")
-    assert sv.sizes == [16, 16, 16, 16] and sum(len(i) for i in sv.ids) == 64
+    assert suite.tasks == ("fx_arc", "fx_chain", "fx_gsm", "fx_hop")
+    assert suite.sizes == [16, 16, 16, 16] and sum(len(i) for i in suite.ids) == 64
 
 
 def test_a_clear_loss_is_rejected_before_the_end_on_full_run_prompts(tok):
@@ -60,10 +60,11 @@ def test_a_clear_loss_is_rejected_before_the_end_on_full_run_prompts(tok):
     wrong = {r["id"] for r in rows("addition")} | {r["id"] for r in rows("fact_mc")}
     cand, engine = lm(tok, answers(wrong))
     ref, _ = lm(tok, answers())
-    found = sequential.run(cand, ref, SPEC, profile())
-    f = found.fields()
-    assert f["decision"] == "reject" and f["items_evaluated"] < f["items_total"] == 64
-    assert found.candidate["partial"] == {"evaluated": f["items_evaluated"], "total": 64}
+    found = sequential.until_decided(cand, ref, SPEC, profile(), limit=0.99)
+    d = found.decision
+    assert d.outcome == "reject" and d.fails and d.items < d.total == 64
+    assert d.low < d.high < 0.99 and d.limit == 0.99
+    assert found.candidate["partial"] == {"evaluated": d.items, "total": 64}
     full = acc.run_guard_tasks(ScriptedEngine(tok, answers(wrong)), tok, SPEC)
     for name, task in found.candidate["tasks"].items():
         whole = {s["id"]: s for s in full["tasks"][name]["samples"]}
@@ -78,8 +79,8 @@ def test_no_change_passes_and_a_stored_reference_pairs_by_id(tok):
     all be lost), so it runs to the end; paired with the stored reference's scores."""
     stored = acc.run_guard_tasks(ScriptedEngine(tok, answers()), tok, SPEC)
     cand, engine = lm(tok, answers())
-    found = sequential.run(cand, stored, SPEC, profile())
-    assert found.result.decision == "pass" and found.result.reference_exact
+    found = sequential.until_decided(cand, stored, SPEC, profile(), limit=0.99)
+    assert found.decision.outcome == "pass" and found.standing.reference_exact
     assert found.reference["tasks"]["fx_gsm"]["samples"][0]["id"] == \
         found.candidate["tasks"]["fx_gsm"]["samples"][0]["id"]
 
@@ -90,8 +91,9 @@ def test_at_the_last_item_the_decision_is_the_full_set_rule(tok):
     wrong = {rows("addition")[0]["id"]}
     cand, _ = lm(tok, answers(wrong))
     ref, _ = lm(tok, answers())
-    found = sequential.run(cand, ref, SPEC, profile())
-    assert found.result.items_evaluated == 64 and found.result.decision == "reject"
+    found = sequential.until_decided(cand, ref, SPEC, profile(), limit=0.99)
+    assert found.decision.items == 64 and found.decision.outcome == "reject"
+    assert found.decision.why == "all items evaluated" and not found.decision.early
     assert "partial" not in found.candidate
 
 

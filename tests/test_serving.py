@@ -23,6 +23,7 @@ import pytest
 
 from patchgate.engines.configurations import Configurations
 from patchgate.errors import PatchgateError
+from patchgate.guard.decision import AccuracyDecision
 from patchgate.latency import explain, sets
 from patchgate.latency import looks as latency
 from patchgate.latency.serving import bench, configurations, phase, server
@@ -307,7 +308,8 @@ def test_the_serving_phase_end_to_end_with_fake_servers(tmp_path):
     acc = {"ratio": 1.0, "candidate": 0.9, "reference": 0.9, "flipped_to_wrong": 0,
            "flipped_to_right": 0, "p_value": 1.0, "n": 10, "per_task": {}, "C": 1.0,
            "threshold": 0.99, "ci_low": 1.0, "ci_high": 1.0}
-    v = verdict.judge(SERVING_PROFILE, res, acc, compared_with="current baseline")
+    passed = AccuracyDecision(outcome="pass", limit=0.99, ratio=1.0, items=10, total=10)
+    v = verdict.judge(SERVING_PROFILE, res, acc, passed, compared_with="current baseline")
     assert [r["name"] for r in v["scenarios"]] == names
     assert v["S"]["1"] < 75  # the candidate's c1 takes about twice as long
     v["serving"], v["profile"] = out.serving, "fake"
@@ -333,7 +335,8 @@ def run_phase(profile, patch_sets, launcher, lines=None):
     stream = io.StringIO()
     with Configurations(profile, patch_sets) as configs:
         out = phase.ServingSet(launcher).measure(
-            sets.Phase(profile, configs, Reporter(quiet=True, stream=stream)))
+            sets.Phase(profile=profile, configs=configs,
+                       reporter=Reporter(quiet=True, stream=stream)))
         assert not configs.started  # the servers were the set's own; no engine started
     if lines is not None:
         lines += stream.getvalue().splitlines()

@@ -8,18 +8,29 @@ import random
 
 import pytest
 
+from patchgate.guard.decision import AccuracyDecision
 from patchgate.latency import decide
 from patchgate.latency.looks import judged
 from patchgate.latency.scenarios import make_scenarios
 from patchgate.profile import get_profile
 from patchgate.stats import SLOWER, UNDECIDED, PairedComparison
 from patchgate.verdict import document
-from patchgate.verdict.judge import accuracy_block, judge, task_notes
+from patchgate.verdict.accuracy import accuracy_block, task_notes
+from patchgate.verdict.judge import judge
 
 
 def build(*args, **kwargs):
     """The verdict document of a judgement, as the gate assembles it."""
     return document.assemble(judge(*args, **kwargs), document.Facts("default"))
+
+
+def paired(ref_items: list[float], cand_items: list[float], profile=None):
+    """The accuracy block and the decision of a guard that saw every item."""
+    profile = profile or PROFILE
+    decision = AccuracyDecision.full_set(ref_items, cand_items,
+                                         profile.thresholds.accuracy_reject)
+    return accuracy_block(ref_items, cand_items, acc(ref_items), acc(cand_items), profile,
+                          decision), decision
 
 PROFILE = get_profile("default")
 SCEN = make_scenarios(PROFILE)
@@ -52,8 +63,8 @@ def run(cand_factor, ref_items=None, cand_items=None, noise=0.01):
     s = {"candidate": samples(cand_factor, noise=noise, seed=2), "current": cur,
          "reference": samples(noise=noise, seed=3)}
     lat = judged(s, SCEN, PROFILE)
-    a = accuracy_block(ref_items, cand_items, acc(ref_items), acc(cand_items), PROFILE)
-    return build(PROFILE, lat, a, compared_with="current baseline")
+    a, d = paired(ref_items, cand_items)
+    return build(PROFILE, lat, a, d, compared_with="current baseline")
 
 
 def test_equal_everything_is_accepted_and_equivalent():
@@ -113,8 +124,8 @@ def test_small_slowdowns_that_add_up_are_caught_against_the_fastest_state():
          "current": samples(cur_slow, 0.005, 1), "reference": samples(noise=0.005, seed=3),
          "best": samples(noise=0.005, seed=4)}
     lat = judged(s, SCEN, PROFILE, ("current", "best"))
-    a = accuracy_block([1.0] * 10, [1.0] * 10, acc([1.0] * 10), acc([1.0] * 10), PROFILE)
-    v = build(PROFILE, lat, a, compared_with="current baseline")
+    a, d = paired([1.0] * 10, [1.0] * 10)
+    v = build(PROFILE, lat, a, d, compared_with="current baseline")
     assert v["latency"]["score"]["outcome"] == "equivalent"
     assert v["latency"]["best"]["outcome"] == SLOWER
     assert v["verdict"] == "rejected"
@@ -135,8 +146,8 @@ def test_a_slowdown_not_repeated_in_fresh_processes_does_not_count():
     cmp = PairedComparison(1.01, 0.99, 1.03, 0.3, 0.7, 12, lat.alpha_look, 0.03)
     lat.confirmation = {"current": {"prefill_b64": decide.Decision(
         "prefill_b64", cmp, "equivalent", 1, lat.alpha_look)}}
-    a = accuracy_block([1.0] * 10, [1.0] * 10, acc([1.0] * 10), acc([1.0] * 10), PROFILE)
-    v = build(PROFILE, lat, a, compared_with="current baseline")
+    a, d = paired([1.0] * 10, [1.0] * 10)
+    v = build(PROFILE, lat, a, d, compared_with="current baseline")
     row = next(r for r in v["scenarios"] if r["name"] == "prefill_b64")
     # the fresh processes decide: equivalent there, so not a slowdown
     assert not row["regressed"] and row["outcome"] == "equivalent"
@@ -173,23 +184,23 @@ def test_accuracy_at_99_percent_passes():
 def test_a_task_below_the_limit_is_noted_even_when_the_mean_passes():
     block = {"per_task": {"a": {"ratio": 0.892, "candidate": 0.58, "reference": 0.65},
                           "b": {"ratio": 1.05, "candidate": 0.7, "reference": 0.666}}}
-    (note,) = task_notes(block, 0.99)
+    decision = AccuracyDecision(outcome="pass", limit=0.99, ratio=0.995, items=100, total=100)
+    (note,) = task_notes(block, decision)
     assert note.startswith("task a is at 89.20 % of the reference (0.580 vs 0.650)")
-    assert task_notes({"per_task": {}}, 0.99) == []
+    assert task_notes({"per_task": {}}, decision) == []
 
 
 def test_an_acknowledged_slowdown_passes_but_is_kept_and_accuracy_still_rules():
     lat = judged({"candidate": samples({"decode_b8": 1.3}), "current": samples(seed=1),
                   "reference": samples(seed=2)}, SCEN, PROFILE)
-    a = accuracy_block([1.0] * 100, [1.0] * 100, acc([1.0] * 100), acc([1.0] * 100), PROFILE)
-    v = build(PROFILE, lat, a, compared_with="current baseline",
+    a, d = paired([1.0] * 100, [1.0] * 100)
+    v = build(PROFILE, lat, a, d, compared_with="current baseline",
               allow_slower="exact attention: needed for long inputs")
     assert v["verdict"] == "accepted" and v["reasons"] == []
     assert v["allowed_slower"]["reason"].startswith("exact attention")
     assert v["allowed_slower"]["slowdowns"][0].startswith("decode_b8 is ")
-    bad = accuracy_block([1.0] * 100, [1.0] * 90 + [0.0] * 10, acc([1.0] * 100),
-                         acc([1.0] * 90 + [0.0] * 10), PROFILE)
-    v = build(PROFILE, lat, bad, compared_with="current baseline", allow_slower="anything")
+    bad, d = paired([1.0] * 100, [1.0] * 90 + [0.0] * 10)
+    v = build(PROFILE, lat, bad, d, compared_with="current baseline", allow_slower="anything")
     assert v["verdict"] == "rejected" and "accuracy" in v["reasons"][0]
 
 
@@ -199,8 +210,8 @@ def test_not_shown_not_slower_is_inconclusive_not_accepted():
     noisy = samples(noise=0.30, seed=5)
     lat = judged({"candidate": noisy, "current": samples(seed=1), "reference": samples(seed=2)},
                  SCEN, PROFILE)
-    a = accuracy_block([1.0] * 10, [1.0] * 10, acc([1.0] * 10), acc([1.0] * 10), PROFILE)
-    v = build(PROFILE, lat, a, compared_with="current baseline", calibrated_noise=0.01)
+    a, d = paired([1.0] * 10, [1.0] * 10)
+    v = build(PROFILE, lat, a, d, compared_with="current baseline", calibrated_noise=0.01)
     assert v["latency"]["score"]["outcome"] == "undecided"
     assert v["verdict"] == "inconclusive"
     assert v["reasons"][0].startswith("latency not shown within the 5 % threshold of the "
@@ -218,8 +229,8 @@ def test_a_faster_change_whose_interval_only_clears_the_slow_side_is_accepted():
             for n, xs in cur.items()}
     lat = judged({"candidate": cand, "current": cur, "reference": samples(seed=2)}, SCEN,
                  PROFILE)
-    a = accuracy_block([1.0] * 10, [1.0] * 10, acc([1.0] * 10), acc([1.0] * 10), PROFILE)
-    v = build(PROFILE, lat, a, compared_with="current baseline")
+    a, d = paired([1.0] * 10, [1.0] * 10)
+    v = build(PROFILE, lat, a, d, compared_with="current baseline")
     score = v["latency"]["score"]
     assert score["ci_high"] < 1.05 and score["outcome"] in ("not slower", "equivalent")
     assert v["verdict"] == "accepted"

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from fakes import write_patch
 
+from patchgate.guard.decision import AccuracyDecision
 from patchgate.latency.looks import judged
 from patchgate.latency.scenarios import make_scenarios
 from patchgate.patches import discover
@@ -17,7 +18,8 @@ from patchgate.profile import get_profile
 from patchgate.store import flips, writes
 from patchgate.store.baselines import BaselineStore
 from patchgate.verdict import document
-from patchgate.verdict.judge import accuracy_block, judge
+from patchgate.verdict.accuracy import accuracy_block
+from patchgate.verdict.judge import judge
 
 PROFILE = get_profile("default")
 ACC = {"tasks": {"t": {"metric": "acc", "value": 1.0,
@@ -39,8 +41,9 @@ def run(tmp_path, factor=1.0, flipped=()):
     base = {s.name: [0.01 * (1 + 0.001 * i) for i in range(10)] for s in scen}
     cand = {n: [x * factor for x in xs] for n, xs in base.items()}
     lat = judged({"candidate": cand, "current": base, "reference": base}, scen, PROFILE)
-    block = accuracy_block([1.0] * 10, [1.0] * 10, ACC, ACC, PROFILE)
-    verdict_core = judge(PROFILE, lat, block, compared_with="current baseline")
+    decision = AccuracyDecision.full_set([1.0] * 10, [1.0] * 10, 0.99)
+    block = accuracy_block([1.0] * 10, [1.0] * 10, ACC, ACC, PROFILE, decision)
+    verdict_core = judge(PROFILE, lat, block, decision, compared_with="current baseline")
     sets = {"candidate": patches, "current": [], "reference": []}
     record = writes.Record(sets, patches, lat, {"candidate": ACC, "reference": ACC,
                                                 "flips": list(flipped)},

@@ -17,26 +17,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import files
+from . import attribution, files
 from .engines.configurations import Configurations
 from .guard import base as guards
-from .guard.results import flips, paired_scores, stored
+from .guard.results import flips, stored
 from .latency import explain, offclock, outputs, sets
 from .patches import Patch, discover
 from .patches.plan import plan, untested
 from .patches.probe import probe
+from .profile import Profile
 from .report.console import Reporter
 from .store import base, environment, history, workload, writes
 from .store import flips as flips_file
 from .store.baselines import BaselineStore
-from .tools import attribution
-from .verdict import document, evidence
-from .verdict.judge import accuracy_block, accuracy_fails, judge, latency_notes, task_notes
+from .verdict import accuracy, document, evidence
+from .verdict.judge import judge, latency_notes
 
 
-@dataclass
+@dataclass(kw_only=True)
 class GuardOptions:
-    profile: object
+    profile: Profile
     patches_dir: Path
     baselines_dir: Path
     changelog: Path
@@ -75,8 +75,8 @@ def run_guard(opts: GuardOptions, reporter: Reporter | None = None) -> document.
     reporter = reporter or Reporter(opts.quiet)
     prof = opts.profile
     scenario_set, guard = sets.get(prof.scenarios), guards.get(prof.guard)
-    scenario_set.check(prof, sets.Options(opts.accept, opts.record, opts.attribute,
-                                          opts.explain))
+    scenario_set.check(prof, sets.Options(accept=opts.accept, record=opts.record,
+                                          attribute=opts.attribute, explain=opts.explain))
     guard.check(prof)
     store = BaselineStore(opts.baselines_dir, prof.name)
     files.check_writable(writes.planned(opts, store))
@@ -92,7 +92,7 @@ def run_guard(opts: GuardOptions, reporter: Reporter | None = None) -> document.
         return _skip(run, reason, notes)
     reporter.phase("probe", "importing the patches in a scratch process")
     probe([p for p in patch_sets["candidate"] if p.has_apply], prof.import_timeout_s,
-          run.watch.roots, restore=run.watch.roots[:2])
+          run.watch.roots, restore=run.watch.stored)
     with Configurations(prof, patch_sets, reporter.say) as configs:
         verdict, record = _measure(run, configs, scenario_set, guard, notes)
     reporter.phase("write", "writing results")
@@ -106,77 +106,55 @@ def _measure(run: _Run, configs: Configurations, scenario_set, guard, notes: lis
     """Latency, accuracy and attribution on the configurations; the verdict."""
     opts, prof, reporter = run.opts, run.opts.profile, run.reporter
     out = explain.folder_for(opts.json_path) if opts.explain else None
-    lat = scenario_set.measure(sets.Phase(prof, configs, reporter, out, opts.json_path is None))
+    lat = scenario_set.measure(sets.Phase(profile=prof, configs=configs, reporter=reporter,
+                                          explain_dir=out,
+                                          explicit_folder=opts.json_path is None))
     env = environment.fingerprint(prof.engine, prof.device)
     work = workload.fingerprint(prof.model_path(), prof.task_folder(), prof.model)
     where = f"{_rel(opts.baselines_dir)}/{prof.name}/reference.json"
-    acc = guard.evaluate(guards.Context(prof, configs, reporter, run.stored["reference"],
-                                        (env, work), opts.force_environment, where,
-                                        full_reference=opts.accept))
-    flipped = flips(acc.reference, acc.candidate)
-    block = accuracy_block(*paired_scores(acc.reference, acc.candidate), acc.reference,
-                           acc.candidate, prof, flipped)
-    block["reference_source"] = acc.source
-    block |= acc.sequential or {}
-    if acc.mode:
-        block["mode"] = acc.mode
+    found = guard.evaluate(guards.Context(
+        profile=prof, configs=configs, reporter=reporter,
+        stored_reference=run.stored["reference"], environment=env, workload=work,
+        force_environment=opts.force_environment, stored_name=where,
+        full_reference=opts.accept))
+    flipped = flips(found.reference, found.candidate)
+    accuracy_doc = accuracy.block_of(found, prof, flipped)
     new = [p for p in configs.sets["candidate"] if p not in configs.sets["current"]]
     blocks = {"serving": lat.serving, "explain": lat.explain, "base": run.state.base,
-              "attribution": _attribute(run, configs, new, acc, notes) if opts.attribute
-              else None}
+              "attribution": attribution.attribute(configs, new, found, reporter, notes)
+              if opts.attribute else None}
     if opts.json_path and flipped:
-        block["flips_file"] = flips_file.path_for(opts.json_path).name
+        accuracy_doc["flips_file"] = flips_file.path_for(opts.json_path).name
     reporter.phase("judge")
     compared = "current baseline" if not configs.same("current", "reference") or \
         run.stored["current"] else "reference"
     cal = run.state.calibration
-    judgement = judge(prof, lat.latency, block, compared_with=compared,
+    judgement = judge(prof, lat.latency, accuracy_doc, found.decision, compared_with=compared,
                       allow_slower=opts.allow_slower, calibrated_noise=(cal or {}).get("noise"))
     offclock_notes = offclock.after_judgement(lat.latency.offclock,
                                               judgement["verdict"] == evidence.REJECTED)
-    if lat.latency.answers and not accuracy_fails(block, prof.thresholds.accuracy_reject):
+    if lat.latency.answers and not found.decision.fails:
         outputs.check(lat.latency.answers, configs.name("reference"),
                       {n: e.describe() for n, e in configs.by_name().items()})
     notes = notes + configs.notes + lat.latency.notes + latency_notes(lat.latency) + \
-        acc.notes + offclock_notes + \
-        task_notes(block, prof.thresholds.accuracy_reject) + \
+        found.notes + offclock_notes + \
+        accuracy.task_notes(accuracy_doc, found.decision) + \
         writes.notes(opts, judgement["verdict"], [p.name for p in new])
     facts = document.Facts(
         profile=prof.name, new_patches=[p.name for p in new],
         patches={label: [p.record() for p in configs.sets[label]] for label in configs.labels},
         environment=env, workload=work, notes=notes,
         measured={"latency": lat.how, "candidate_accuracy": "measured now",
-                  "reference_accuracy": acc.source},
+                  "reference_accuracy": found.source},
         history={"change_points": history.change_points(run.state.history)},
         calibration=cal, timings_s={**reporter.timings, "total": reporter.elapsed()},
         blocks=blocks)
     record = writes.Record(configs.sets, run.patches, lat.latency,
-                           {"candidate": stored(acc.candidate),
-                            "reference": stored(acc.reference_full or acc.reference),
+                           {"candidate": stored(found.candidate),
+                            "reference": stored(found.reference_full or found.reference),
                             "flips": flipped},
                            run.stored, env)
     return document.assemble(judgement, facts), record
-
-
-def _attribute(run: _Run, configs: Configurations, new: list[Patch], acc, notes: list[str]
-               ) -> list[dict] | None:
-    """``--attribute``: each new patch's own effect (descriptive)."""
-    prof, reporter = run.opts.profile, run.reporter
-    if len(new) < 2:
-        notes.append(f"--attribute: {len(new)} new patch(es): the verdict is its effect")
-        return None
-    guard = guards.get(prof.guard)
-    if not guard.alone:
-        notes.append(f"--attribute: the {guard.name} guard cannot judge one prefix alone; "
-                     "latency only")
-    reporter.say(attribution.cost(prof, new))
-    reporter.phase("attribution", f"attribution: {len(new)} new patches, one prefix at a time")
-
-    def accuracy(engine):
-        return guard.one(engine, prof, reporter) or {"mean": 0.0}
-
-    return attribution.run(configs, new, accuracy,
-                           {"reference": acc.reference, "candidate": acc.candidate}, reporter)
 
 
 def _skip(run: _Run, reason: str, notes: list[str]) -> document.Verdict:

@@ -60,8 +60,8 @@ def judge(reference, prompt_rows: list[list[int]], outputs: list[list[int]],
                           mean=value)
 
 
-def run(reference, candidate, profile, progress=None, n: int = PROMPTS,
-        new_tokens: int = NEW_TOKENS) -> tuple[AccuracyResult, AccuracyResult]:
+def both_results(reference, candidate, profile, progress=None, n: int = PROMPTS,
+                 new_tokens: int = NEW_TOKENS) -> tuple[AccuracyResult, AccuracyResult]:
     """(reference result, candidate result) of the token-agreement guard."""
     rows = prompts(reference.vocab_size, profile.lengths.decode_input, n, profile.seed)
     ref_out = reference.generate(rows, new_tokens)
@@ -77,22 +77,24 @@ class AgreementGuard:
     the reference judging; nothing stored stands in."""
 
     name = "token_agreement"
-    alone = False
+    judges_alone = False
 
     def check(self, profile) -> None:
         """Nothing to check before the engines start: prompts are drawn from the seed."""
 
-    def one(self, engine, profile, reporter) -> None:
+    def result_of(self, engine, profile, reporter) -> None:
         return None  # the reference judges: one engine alone means nothing
 
     def evaluate(self, ctx):
-        from .base import Outcome
+        from .base import Outcome, decided_on_every_item
 
         ctx.reporter.phase("accuracy", "accuracy: token agreement with the reference "
                            "(random weights)")
         configs = ctx.configs
         configs.ensure_started(("reference", "candidate"))
         with ctx.reporter.progress(None, "agreement") as bar:
-            ref, cand = run(configs.engine("reference"), configs.engine("candidate"),
-                            ctx.profile, bar)
-        return Outcome(ref, cand, "measured now (token agreement)", mode=MODE)
+            ref, cand = both_results(configs.engine("reference"),
+                                     configs.engine("candidate"), ctx.profile, bar)
+        return Outcome(reference=ref, candidate=cand,
+                       decision=decided_on_every_item(ref, cand, ctx.limit),
+                       source="measured now (token agreement)", mode=MODE)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..errors import PatchgateError
 from . import sequential
-from .base import Outcome
+from .base import Context, Outcome, decided_on_every_item
 from .lmeval import Tasks, make_lm, run_guard_tasks
 from .reference import reusable
 from .results import AccuracyResult, differences
@@ -19,7 +19,7 @@ class LmEvalGuard:
     unless a stored result of this environment, model and task data stands in."""
 
     name = "lm_eval"
-    alone = True
+    judges_alone = True
 
     def check(self, profile) -> None:
         """Before any engine starts: the task names known, every task file of the task
@@ -31,13 +31,14 @@ class LmEvalGuard:
                                  hint="name at least one lm-eval task or group")
         check_tasks(list(profile.tasks), str(profile.task_folder()), profile.task_args)
 
-    def one(self, engine, profile, reporter) -> AccuracyResult:
+    def result_of(self, engine, profile, reporter) -> AccuracyResult:
         with reporter.progress(None, "accuracy") as bar:
             return run_guard_tasks(engine, engine.tokenizer, Tasks.of(profile), bar)
 
-    def evaluate(self, ctx):
-        """Both results: every item with ``sequential.full`` (``--full-accuracy``), else
-        the items the sequential guard needs (:mod:`.sequential`)."""
+    def evaluate(self, ctx: Context) -> Outcome:
+        """Both results, decided: every item with ``sequential.full``
+        (``--full-accuracy``), else the items the sequential guard needs
+        (:mod:`.sequential`)."""
 
         prof, configs, reporter = ctx.profile, ctx.configs, ctx.reporter
         reporter.phase("accuracy_candidate", "accuracy: candidate")
@@ -45,24 +46,30 @@ class LmEvalGuard:
         same = configs.same("reference", "candidate")
         if not prof.sequential.full and not (same and ctx.full_reference):
             return self._sequential(ctx)
-        cand = self.one(configs.engine("candidate"), prof, reporter)
+        cand = self.result_of(configs.engine("candidate"), prof, reporter)
         if same:  # with --accept it becomes the stored reference: every item
-            return Outcome(cand, cand, "measured now (the candidate has no patches)",
+            return Outcome(reference=cand, candidate=cand,
+                           decision=decided_on_every_item(cand, cand, ctx.limit),
+                           source="measured now (the candidate has no patches)",
                            reference_full=cand)
         notes: list[str] = []
         stored = _stored(ctx, cand, notes)
         if stored is not None:
-            return Outcome(stored, cand, f"loaded from {ctx.stored_name}", notes=notes)
+            return Outcome(reference=stored, candidate=cand,
+                           decision=decided_on_every_item(stored, cand, ctx.limit),
+                           source=f"loaded from {ctx.stored_name}", notes=notes)
         reporter.phase("accuracy_reference", "accuracy: reference (no stored result for "
                        "this environment, model and tasks)")
         configs.ensure_started(("reference",))
-        ref = self.one(configs.engine("reference"), prof, reporter)
-        return Outcome(ref, cand, "measured now", notes=notes, reference_full=ref)
+        ref = self.result_of(configs.engine("reference"), prof, reporter)
+        return Outcome(reference=ref, candidate=cand,
+                       decision=decided_on_every_item(ref, cand, ctx.limit),
+                       source="measured now", notes=notes, reference_full=ref)
 
-    def _sequential(self, ctx):
+    def _sequential(self, ctx: Context) -> Outcome:
         """The sequential guard: the stored reference where it stands in; else, with
         ``--accept``, the reference on every item first (it will be stored); else the
-        reference on the candidate's blocks."""
+        reference on the candidate's items, look by look."""
 
         prof, configs, reporter = ctx.profile, ctx.configs, ctx.reporter
         spec = Tasks.of(prof)
@@ -76,13 +83,15 @@ class LmEvalGuard:
                     "patches)", None
             else:
                 reference, source, full = self._reference(ctx, suite, spec, bar, notes)
-            found = sequential.run(cand_lm, reference, spec, prof, reporter.say, suite)
-        notes.append(f"accuracy: {found.result.items_evaluated} of "
-                     f"{found.result.items_total} items ({found.fields()['stopped']})")
-        return Outcome(found.reference, found.candidate, source, notes=notes,
-                       sequential=found.fields(), reference_full=full)
+            found = sequential.until_decided(cand_lm, reference, spec, prof, limit=ctx.limit,
+                                             say=reporter.say, suite=suite)
+        decision = found.decision
+        notes.append(f"accuracy: {decision.items} of {decision.total} items ({decision.why})")
+        return Outcome(reference=found.reference, candidate=found.candidate,
+                       decision=decision, source=source, notes=notes,
+                       sequential=found.details(), reference_full=full)
 
-    def _reference(self, ctx, suite, spec: Tasks, bar, notes: list[str]):
+    def _reference(self, ctx: Context, suite, spec: Tasks, bar, notes: list[str]):
         """(what the candidate is paired with, where it came from, the full reference or
         None): see :meth:`_sequential`."""
 
@@ -97,7 +106,7 @@ class LmEvalGuard:
                            "be stored: --accept)")
             full = run_guard_tasks(engine, engine.tokenizer, spec, bar)
             return full, "measured now (every item)", full
-        reporter.say("accuracy: the reference on the candidate's items, block by block (no "
+        reporter.say("accuracy: the reference on the candidate's items, look by look (no "
                      "stored result for this environment, model and tasks)")
         return make_lm(engine, engine.tokenizer, spec, bar), "measured now (the same " \
             "items)", None
@@ -107,7 +116,7 @@ def _stored(ctx, result: AccuracyResult, notes: list[str]) -> AccuracyResult | N
     """The stored reference accuracy where it stands in for ``result``'s tasks, items,
     metrics and filters (and this environment); else None, with a note saying why."""
     stored = ctx.stored_reference
-    if not reusable(stored, *ctx.fingerprints, ctx.force_environment, notes):
+    if not reusable(stored, ctx.environment, ctx.workload, ctx.force_environment, notes):
         return None
     changed = differences(stored["accuracy"], result)
     if changed:

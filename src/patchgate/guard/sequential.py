@@ -1,39 +1,30 @@
-"""The accuracy guard that stops as soon as the full-set verdict is certain.
+"""The accuracy guard that stops as soon as the full-set answer is certain.
 
-The rule is today's: the candidate passes iff its accuracy over all the items is at
-least ``accuracy_reject`` (99 %) of the reference's (the mean over the items). The guard
-predicts that outcome from a share of the items (:mod:`patchgate.stats.sequential`):
+The rule and the statistics that predict it from a share of the items are
+:mod:`patchgate.stats.sequential`'s (an anytime-valid confidence sequence for sampling
+without replacement; an early decision differs from the full set's with probability at
+most ``sequential.delta``). This module runs it through lm-eval and the engines:
 
 1. **Survey.** lm-eval runs the tasks once with no item answered (every request gets an
    empty answer, no engine call): the tasks, their items and ids, the primary metric and
    filter, for the pairing and for the stored reference's check.
 2. **Order.** The items in a seeded order stratified over the tasks
    (:func:`patchgate.stats.strata.stratified_order`, the profile's seed).
-3. **Blocks.** The first ``sequential.block`` items, but at least one engine batch per
-   task (``eval_batch_size`` x tasks: lm-eval batches each task's requests apart, and a
-   batch of 3 costs nearly what a batch of 16 does), then ``sequential.growth`` times as
-   many at each look, at least a block more (16 x 6 tasks on the default suite: 96, 192,
-   288, 384, 480, 600; :func:`patchgate.stats.sequential.looks`). A look also waits until it adds
-   answering time worth :data:`ANSWERING_PER_OVERHEAD` times its lm-eval runs' fixed cost
-   (the survey's time, measured): on a small model on CPU a run's fixed cost is the
-   answering time of dozens of items, on a real evaluation that of a fraction of one.
-   And a look whose interval, predicted from the last one, could not clear the limit is
-   skipped (``sequential.skip_margin``, :mod:`patchgate.stats.schedule`): near the limit
-   the default suite's six looks become about four (the repository's chain: three).
-   Each block is one lm-eval run of the whole tasks
-   in which only the items chosen so far are answered (:attr:`EngineLM.only`), so every
-   prompt is the one a full run builds (few-shot examples included); answers already
+3. **Looks.** The first look holds at least one engine batch per task (lm-eval batches
+   each task's requests apart, and a batch of 3 costs nearly what a batch of 16 does),
+   later ones grow by ``sequential.growth`` (:func:`patchgate.stats.sequential.looks`). A
+   look also waits until it adds answering time worth :data:`ANSWERING_PER_OVERHEAD` times
+   its lm-eval runs' fixed cost (the survey's time), and one that, predicted from the last,
+   could not decide is skipped (:mod:`patchgate.stats.schedule`). Each look is one lm-eval
+   run of the whole tasks in which only the items chosen so far are answered
+   (:attr:`EngineLM.only`), so every prompt is the one a full run builds; answers already
    computed are not computed again. The candidate's scores are paired with the
    reference's on the same items: the stored reference where it stands in, else the
-   reference engine on the same blocks.
-4. **Decide.** After each block, the betting confidence sequence for the full-set
-   difference: wholly at or above the limit passes, wholly below rejects, else the next
-   block; at the last item, the exact full-set rule. An early decision differs from the
-   full set's with probability at most ``sequential.delta`` (1 %).
+   reference engine on the same items.
 
-:func:`run` returns both results on the evaluated items (paired, flips and all) and the
-verdict's fields: items evaluated of the total, why it stopped, the ratio interval, and
-the time a full pass would have taken more (estimated from the time per item).
+:func:`until_decided` returns both results on the evaluated items and the
+:class:`~patchgate.guard.decision.AccuracyDecision`, with how it got there
+(:meth:`SequentialRun.details`).
 """
 
 from __future__ import annotations
@@ -44,9 +35,10 @@ import time
 from dataclasses import dataclass, field
 
 from ..stats.schedule import next_point
-from ..stats.sequential import CONTINUE, SequentialGuard, SequentialSettings
+from ..stats.sequential import CONTINUE, SequentialGuard, SequentialResult, SequentialSettings
 from ..stats.sequential import looks as look_sizes
 from ..stats.strata import pooled_weights, stratified_order
+from .decision import ALL_ITEMS, UNDECIDED, AccuracyDecision
 from .lmeval import Tasks, collect, evaluate
 from .results import AccuracyResult
 
@@ -126,71 +118,74 @@ def subset(result: AccuracyResult, keep: dict[str, set[str]], total: int) -> Acc
     return out
 
 
-@dataclass
-class Run:
-    """What :func:`run` found: both results on the evaluated items, and the verdict's
-    fields (:meth:`fields`)."""
+@dataclass(kw_only=True)
+class SequentialRun:
+    """What :func:`until_decided` found: both results on the evaluated items, the guard's
+    last standing (``standing``: a :class:`~patchgate.stats.sequential.SequentialResult`),
+    the accuracy ``limit`` it decided against, and how it got there."""
 
     candidate: AccuracyResult
     reference: AccuracyResult
-    result: object  # patchgate.stats.sequential.SequentialResult
+    standing: SequentialResult
+    limit: float
     seed: int
     order_sha: str
     runs: int = 0  # lm-eval runs per engine
     seconds: float = 0.0
     looks: list[dict] = field(default_factory=list)
     saved_s: float = 0.0  # the answering time of the items not evaluated, estimated
-    block: int = 0  # items at the first look (and the least a look adds)
+    first_look: int = 0  # items at the first look (and the least a look adds)
 
-    def fields(self) -> dict:
-        """The accuracy block's ``items_evaluated``, ``items_total``, ``stopped``,
-        ``interval`` and ``sequential`` (how: level, seed, order, looks, time)."""
-        r = self.result
-        return {
-            "items_evaluated": r.items_evaluated, "items_total": r.items_total,
-            "stopped": r.stopped or "all items evaluated", "decision": r.decision,
-            "interval": [r.ratio_low, r.ratio_high],
-            "sequential": {
-                "delta": r.delta, "seed": self.seed, "order_sha256": self.order_sha,
-                "block": self.block,
-                "ratio_estimate": r.ratio_estimate, "reference_exact": r.reference_exact,
-                "looks": self.looks, "lm_eval_runs": self.runs,
-                "seconds": round(self.seconds, 1),
-                "saved_s_estimate": round(self.saved_s, 1),
-            },
-        }
+    @property
+    def decision(self) -> AccuracyDecision:
+        """The guard's decision: the confidence sequence's, or the exact full-set rule's
+        at the last item."""
+        r = self.standing
+        outcome = UNDECIDED if r.decision == CONTINUE else r.decision
+        return AccuracyDecision(outcome=outcome, limit=self.limit, ratio=r.ratio_estimate,
+                                items=r.items_evaluated, total=r.items_total,
+                                why=r.stopped or ALL_ITEMS, low=r.ratio_low,
+                                high=r.ratio_high)
+
+    def details(self) -> dict:
+        """The accuracy block's ``sequential``: level, seed, order, looks, time."""
+        r = self.standing
+        return {"delta": r.delta, "seed": self.seed, "order_sha256": self.order_sha,
+                "block": self.first_look, "ratio_estimate": r.ratio_estimate,
+                "reference_exact": r.reference_exact, "looks": self.looks,
+                "lm_eval_runs": self.runs, "seconds": round(self.seconds, 1),
+                "saved_s_estimate": round(self.saved_s, 1)}
 
 
-def run(candidate_lm, reference, spec: Tasks, prof, say=lambda _: None,
-        sv: Survey | None = None) -> Run:
-    """The sequential guard (module docstring) on ``candidate_lm``; ``reference`` is a
-    complete stored result (:class:`AccuracyResult`), another engine's lm to evaluate on
-    the same blocks, or None where the candidate is the reference. ``sv``: the survey,
-    where the caller made it already."""
+def until_decided(candidate_lm, reference, spec: Tasks, prof, *, limit: float,
+                  say=lambda _: None, suite: Survey | None = None) -> SequentialRun:
+    """The sequential guard (module docstring) on ``candidate_lm`` against ``limit``;
+    ``reference`` is a complete stored result (:class:`AccuracyResult`), another engine's
+    lm to evaluate on the same items, or None where the candidate is the reference.
+    ``suite``: the survey, where the caller made it already."""
     t0 = time.perf_counter()
-    sv = sv or survey(candidate_lm, spec)
-    sizes, settings = sv.sizes, prof.sequential
+    suite = suite or survey(candidate_lm, spec)
+    sizes, knobs = suite.sizes, prof.sequential
     order = stratified_order(sizes, prof.seed)
     # a look fills the engine's batches: lm-eval batches each task's requests apart, and a
     # batch of 3 costs nearly what a batch of 16 does (``eval_batch_size`` per task)
-    block = max(settings.block, min(len(order), spec.batch_size * len(sizes)))
-    how = SequentialSettings(theta=prof.thresholds.accuracy_reject, delta=settings.delta,
-                             block=block, growth=settings.growth,
-                             skip_margin=settings.skip_margin)
-    guard = SequentialGuard(sizes, pooled_weights(sizes), how)
+    first_look = max(knobs.block, min(len(order), spec.batch_size * len(sizes)))
+    settings = SequentialSettings(theta=limit, delta=knobs.delta, block=first_look,
+                                  growth=knobs.growth, skip_margin=knobs.skip_margin)
+    guard = SequentialGuard(sizes, pooled_weights(sizes), settings)
     stored = reference if isinstance(reference, dict) else None
     ref_mean = stored_mean(stored) if stored else None
     done, runs, step, per_item = 0, 1, 1, 0.0
     sides = 2 if reference is not None and stored is None else 1
-    points = look_sizes(len(order), how)
+    points = look_sizes(len(order), settings)
     trail: list[dict] = []
-    cand = ref = sv.result
-    now = None  # where the guard stands after the last look
+    cand = ref = suite.result
+    standing = None  # where the guard stands after the last look
     while done < len(order):
         n, t_look = next_look(points, done, step), time.perf_counter()
-        if now is not None and how.skip_margin > 0:  # skip looks that cannot decide
-            n = next_point(points, n, now.low, now.high, done, how.skip_margin)
-        chosen = {(sv.tasks[t], sv.docs[t][k]) for t, k in order[:n]}
+        if standing is not None and settings.skip_margin > 0:  # skip looks that cannot decide
+            n = next_point(points, n, standing.low, standing.high, done, settings.skip_margin)
+        chosen = {(suite.tasks[t], suite.docs[t][k]) for t, k in order[:n]}
         cand = _answered(candidate_lm, chosen, spec)
         if reference is None:
             ref = cand
@@ -200,28 +195,30 @@ def run(candidate_lm, reference, spec: Tasks, prof, say=lambda _: None,
             ref = stored
         runs += 1
         ri, ci = scores(ref), scores(cand)
-        pairs = [(ri[sv.tasks[t]][sv.ids[t][k]], ci[sv.tasks[t]][sv.ids[t][k]])
+        pairs = [(ri[suite.tasks[t]][suite.ids[t][k]], ci[suite.tasks[t]][suite.ids[t][k]])
                  for t, k in order[done:n]]
         guard.add([p[0] for p in pairs], [p[1] for p in pairs])
         look_s = time.perf_counter() - t_look
-        per_item = answering_s(look_s, n - done, sides, sv.seconds)
-        step = least_step(per_item, sides, sv.seconds)
+        per_item = answering_s(look_s, n - done, sides, suite.seconds)
+        step = least_step(per_item, sides, suite.seconds)
         done = n
-        now = guard.result(ref_mean)
-        trail.append({"items": n, "interval": [now.ratio_low, now.ratio_high],
+        standing = guard.result(ref_mean)
+        trail.append({"items": n, "interval": [standing.ratio_low, standing.ratio_high],
                       "seconds": round(look_s, 2)})
         say(f"accuracy: {n} of {len(order)} items, ratio interval "
-            f"{_show(now.ratio_low)}..{_show(now.ratio_high)}"
-            + ("" if guard.decision == CONTINUE else f": {now.stopped}"))
+            f"{_show(standing.ratio_low)}..{_show(standing.ratio_high)}"
+            + ("" if guard.decision == CONTINUE else f": {standing.stopped}"))
         if guard.decision != CONTINUE:
             break
     keep: dict[str, set[str]] = {}
     for t, k in order[:done]:
-        keep.setdefault(sv.tasks[t], set()).add(sv.ids[t][k])
-    sha = hashlib.sha256(repr(order).encode()).hexdigest()[:16]
-    return Run(subset(cand, keep, len(order)), subset(ref, keep, len(order)),
-               guard.result(ref_mean), prof.seed, sha, runs, time.perf_counter() - t0, trail,
-               per_item * (len(order) - done), block)
+        keep.setdefault(suite.tasks[t], set()).add(suite.ids[t][k])
+    return SequentialRun(
+        candidate=subset(cand, keep, len(order)), reference=subset(ref, keep, len(order)),
+        standing=guard.result(ref_mean), limit=limit, seed=prof.seed,
+        order_sha=hashlib.sha256(repr(order).encode()).hexdigest()[:16], runs=runs,
+        seconds=time.perf_counter() - t0, looks=trail,
+        saved_s=per_item * (len(order) - done), first_look=first_look)
 
 
 def stored_mean(result: AccuracyResult) -> float:

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..engines.configurations import Configurations
+from ..profile import Profile
 from ..stats import SLOWER, UNDECIDED, median, speed_score
 from ..stats.score import batch_keys
 from . import decide, offclock
@@ -42,7 +43,7 @@ LOOK_ROUNDS = 100_000
 CONFIRM_ROUNDS = 10_000_000
 
 
-@dataclass
+@dataclass(kw_only=True)
 class LatencyResult:
     """What the latency phase measured and decided.
 
@@ -142,7 +143,7 @@ class Schedule:
         return cls(make_scenarios(profile), tuple(profile.batch_sizes), answers=True)
 
 
-def run(configs: Configurations, prof, reporter, schedule: Schedule | None = None
+def run(configs: Configurations, prof: Profile, reporter, schedule: Schedule | None = None
         ) -> LatencyResult:
     """The latency phase (see the module docstring) on ``configs``' engines (started).
     ``reporter`` (:class:`patchgate.report.console.Reporter`) gets the step lines and
@@ -164,6 +165,8 @@ def run(configs: Configurations, prof, reporter, schedule: Schedule | None = Non
                  f"{balanced_rounds(prof.rounds, n)} rounds (+{prof.warmup} warm-up), "
                  f"interleaved; up to {k_max} looks")
     with reporter.progress(_calls(prof, scenarios, n, prof.warmup), "latency") as bar:
+        # the first look measures every configuration, the reference too: it gives the
+        # score's weights, which every later decision uses
         named = timer(engines, scenarios, Rounds.of(prof), bar)
         samples: Samples = {label: {k: list(v) for k, v in named[configs.name(label)].items()}
                             for label in configs.labels}
@@ -171,55 +174,83 @@ def run(configs: Configurations, prof, reporter, schedule: Schedule | None = Non
                                   [median(samples["current"][s.name]) for s in sel])
                  for key, sel in _by_batch(scenarios, sizes).items()}
         weights = decide.score_weights(scenarios, sizes, speed)
-        result = LatencyResult(scenarios, samples, {}, weights, 1, k_max, alpha_look,
+        result = LatencyResult(scenarios=scenarios, samples=samples, decisions={},
+                               weights=weights, looks=1, max_looks=k_max,
+                               alpha_look=alpha_look,
                                same_as_current=configs.same("candidate", "current"),
                                batch_sizes=sizes if schedule.stands_in else None,
                                answers=answers)
         result.notes += _power_notes(balanced_rounds(prof.rounds, n), alpha_look,
                                      len(scenarios))
-        for comp in against:
-            result.decisions[comp] = _judge(result, samples, comp, prof.thresholds, 1)
+        first = _Series(labels=("candidate", *against), samples=samples,
+                        decisions=result.decisions, first_round=0,
+                        items={comp: _items(comp, scenarios) for comp in against})
+        _decide(first, result, prof, look=1)
         if not result.same_as_current:
-            _more_looks(configs, prof, result, against, reporter, (bar, timer))
+            _looks(configs, prof, result, first, start=2, reporter=reporter, bar=bar,
+                   timer=timer)
+        result.looks = first.looks
     if prof.confirm and not result.same_as_current:
         _confirm(configs, prof, result, against, reporter, timer)
     result.offclock = meter.finding if meter is not None else None
     return result
 
 
-def _more_looks(configs, prof, result: LatencyResult, against, reporter, bar_timer
-                ) -> None:
-    """Looks 2..max_looks of the items still undecided (step 2 of the docstring)."""
-    bar, timer = bar_timer
-    for k in range(2, result.max_looks + 1):
-        wanted = sorted({i for comp in against for i in decide.pending(result.decisions[comp])})
-        if not wanted:
-            return
+@dataclass(kw_only=True)
+class _Series:
+    """One set of engine processes and what its looks found: the ``labels`` measured,
+    their ``samples``, per comparison the ``items`` decided and their ``decisions``, the
+    number of its ``first_round`` (each series draws its own token ids) and how many
+    ``looks`` it took."""
+
+    labels: tuple[str, ...]
+    samples: Samples
+    decisions: dict[str, dict[str, decide.Decision]]
+    items: dict[str, list[str]]
+    first_round: int
+    looks: int = 1
+
+
+def _decide(series: _Series, result: LatencyResult, prof: Profile, look: int) -> None:
+    """Every comparison of ``series`` after ``look`` (:func:`patchgate.latency.decide.look`:
+    each test at alpha / max_looks); outcomes reached at an earlier look stand."""
+    level = decide.Level(prof.thresholds.latency, result.alpha_look)
+    for comp, items in series.items.items():
+        diffs = decide.differences(series.samples["candidate"], series.samples[comp])
+        series.decisions[comp] = decide.look(diffs, result.weights, level, look,
+                                             series.decisions.get(comp), items=items)
+    series.looks = look
+
+
+def _looks(configs: Configurations, prof: Profile, result: LatencyResult, series: _Series, *,
+           start: int, reporter, bar, timer: Callable) -> None:
+    """Looks ``start``..``max_looks`` of ``series``, the one loop of the phase: each
+    measures ``rounds`` more rounds of the scenarios its undecided items need (every
+    scenario while the pooled score is undecided) and decides them; a series that starts
+    at look 1 (fresh engines) measures every item it decides, after a warm-up."""
+    use = configs.by_name(series.labels)
+    for k in range(start, result.max_looks + 1):
+        if k == 1:
+            wanted = sorted({i for items in series.items.values() for i in items})
+        else:
+            wanted = sorted({i for d in series.decisions.values() for i in decide.pending(d)})
+            if not wanted:
+                return
         pend = _needed(wanted, result.scenarios)
-        labels = ("candidate", *against)
-        reporter.say(f"undecided: {', '.join(wanted)}; look {k} of {result.max_looks}: "
-                     f"{prof.rounds} more rounds of {len(pend)} scenario(s)")
-        use = configs.by_name(labels)
-        bar.total += balanced_rounds(prof.rounds, len(use)) * len(pend) * len(use)
-        bar.refresh()
-        more = timer(use, pend, Rounds.of(prof, warmup=False, first=k * LOOK_ROUNDS), bar)
-        _extend(result.samples, more, configs, labels)
-        result.looks = k
-        for comp in against:
-            result.decisions[comp] = _judge(result, result.samples, comp, prof.thresholds, k)
+        if k > 1:
+            again = "confirmation " if series.first_round else ""
+            reporter.say(f"{again}undecided: {', '.join(wanted)}; look {k} of "
+                         f"{result.max_looks}: {prof.rounds} more rounds of {len(pend)} "
+                         "scenario(s)")
+            bar.total += balanced_rounds(prof.rounds, len(use)) * len(pend) * len(use)
+            bar.refresh()
+        more = timer(use, pend, Rounds.of(prof, warmup=k == 1,
+                                          first=series.first_round + k * LOOK_ROUNDS), bar)
+        _extend(series.samples, more, configs, series.labels)
+        _decide(series, result, prof, look=k)
 
 
-def _judge(result: LatencyResult, samples: Samples, comp: str, th, number: int
-           ) -> dict[str, decide.Decision]:
-    """Candidate vs ``comp`` after look ``number`` (:func:`patchgate.latency.decide.look`);
-    outcomes reached at an earlier look stand."""
-    diffs = decide.differences(samples["candidate"], samples[comp])
-    previous = result.decisions.get(comp) if number > 1 else None
-    return decide.look(diffs, result.weights, decide.Level(th.latency, result.alpha_look),
-                       number, previous, items=_items(comp, result.scenarios))
-
-
-def judged(samples: Samples, scenarios: list[Scenario], profile, against=("current",),
+def judged(samples: Samples, scenarios: list[Scenario], profile: Profile, against=("current",),
            speed: dict | None = None, batch_sizes: tuple[int, ...] | None = None
            ) -> LatencyResult:
     """A :class:`LatencyResult` decided from given samples in one look (no engines):
@@ -227,15 +258,18 @@ def judged(samples: Samples, scenarios: list[Scenario], profile, against=("curre
     weights = decide.score_weights(scenarios, batch_sizes or profile.batch_sizes, speed)
     k_max = max(1, profile.max_looks)
     alpha_look = profile.thresholds.alpha / (len(against) * k_max)
-    result = LatencyResult(scenarios, samples, {}, weights, 1, k_max, alpha_look,
+    result = LatencyResult(scenarios=scenarios, samples=samples, decisions={},
+                           weights=weights, looks=1, max_looks=k_max, alpha_look=alpha_look,
                            batch_sizes=batch_sizes)
-    for comp in against:
-        result.decisions[comp] = _judge(result, samples, comp, profile.thresholds, 1)
+    _decide(_Series(labels=("candidate", *against), samples=samples,
+                    decisions=result.decisions, first_round=0,
+                    items={comp: _items(comp, scenarios) for comp in against}),
+            result, profile, look=1)
     return result
 
 
-def _confirm(configs, prof, result: LatencyResult, against, reporter,
-             timer: Callable = measure) -> None:
+def _confirm(configs: Configurations, prof: Profile, result: LatencyResult, against,
+             reporter, timer: Callable = measure) -> None:
     """Step 3 of the docstring: the items found slower, measured again in fresh engine
     processes (the configurations concerned restarted), with their own looks."""
     flagged = {comp: decide.slower(result.decisions[comp]) for comp in against}
@@ -248,32 +282,13 @@ def _confirm(configs, prof, result: LatencyResult, against, reporter,
                    "fresh engine processes")
     configs.start(labels)
     reporter.phase("confirm")
-    use = configs.by_name(labels)
-    th = prof.thresholds
+    again = _Series(labels=labels, samples=result.confirm_samples, decisions={},
+                    items=flagged, first_round=CONFIRM_ROUNDS, looks=0)
     pend = _needed(items_all, result.scenarios)
-    decisions: dict[str, dict[str, decide.Decision]] = {}
-    with reporter.progress(_calls(prof, pend, len(use), prof.warmup), "confirm") as bar:
-        for k in range(1, result.max_looks + 1):
-            if k > 1:
-                wanted = sorted({i for d in decisions.values() for i in decide.pending(d)})
-                if not wanted:
-                    break
-                pend = _needed(wanted, result.scenarios)
-                reporter.say(f"confirmation undecided: {', '.join(wanted)}; look {k} of "
-                             f"{result.max_looks}")
-                bar.total += balanced_rounds(prof.rounds, len(use)) * len(pend) * len(use)
-                bar.refresh()
-            more = timer(use, pend, Rounds.of(prof, warmup=k == 1,
-                                              first=CONFIRM_ROUNDS + k * LOOK_ROUNDS), bar)
-            _extend(result.confirm_samples, more, configs, labels)
-            result.confirm_looks = k
-            for comp, items in flagged.items():
-                diffs = decide.differences(result.confirm_samples["candidate"],
-                                           result.confirm_samples[comp])
-                decisions[comp] = decide.look(diffs, result.weights,
-                                              decide.Level(th.latency, result.alpha_look),
-                                              k, decisions.get(comp), items=items)
-    result.confirmation = decisions
+    use = len(configs.by_name(labels))
+    with reporter.progress(_calls(prof, pend, use, prof.warmup), "confirm") as bar:
+        _looks(configs, prof, result, again, start=1, reporter=reporter, bar=bar, timer=timer)
+    result.confirmation, result.confirm_looks = again.decisions, again.looks
 
 
 def _power_notes(rounds: int, alpha_look: float, scenarios: int = 6) -> list[str]:

@@ -16,10 +16,11 @@ from typing import Protocol
 
 from .. import registry
 from ..engines.configurations import Configurations
+from ..profile import Profile
 from .looks import LatencyResult
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Options:
     """The run's options a scenario set may refuse before anything starts."""
 
@@ -29,15 +30,15 @@ class Options:
     explain: bool = False
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Phase:
     """What a scenario set measures with: the profile, the run's configurations (their
     engines not started yet), the reporter, and where ``--explain`` traces go (None:
     no ``--explain``; ``explicit_folder``: the report names the folder in full)."""
 
-    profile: object
+    profile: Profile
     configs: Configurations
-    reporter: object
+    reporter: object  # patchgate.report.console.Reporter (a stage above: not imported)
     explain_dir: Path | None = None
     explicit_folder: bool = False
 
@@ -57,10 +58,10 @@ class ScenarioSet(Protocol):
     name: str
     stores: bool  # its results can be accepted and recorded (the baselines hold them)
 
-    def check(self, profile, options: Options) -> None:
+    def check(self, profile: Profile, options: Options) -> None:
         """Refuse, before anything starts, a run this set cannot do."""
 
-    def scenarios(self, profile) -> list:
+    def scenarios(self, profile: Profile) -> list:
         """The scenarios (objects with ``name``, ``batch_size``, ``record()``)."""
 
     def measure(self, phase: Phase) -> LatencyOutcome:

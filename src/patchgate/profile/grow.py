@@ -69,6 +69,7 @@ the full 7.59 G parameters on one core of this machine (disk speed aside).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import zlib
 from collections.abc import Iterator, Mapping
@@ -118,9 +119,7 @@ def get_shape(name: str) -> Shape:
 
 
 def _dims(cfg: Mapping) -> Shape:
-    return Shape(cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"],
-                 cfg["num_key_value_heads"], cfg["intermediate_size"], cfg["scale_emb"],
-                 cfg["dim_model_base"], cfg["max_position_embeddings"])
+    return Shape(**{f.name: cfg[f.name] for f in dataclasses.fields(Shape)})
 
 
 def check(cfg: Mapping, shape: Shape, where: str = "source") -> None:

@@ -6,7 +6,9 @@
 The files are committed, so the README shows them without calling a badge service.
 They read the ``extra`` block the gate writes into ``current.json`` on ``--accept``
 (``score``, ``accuracy_ratio``). Colours: score >= 100 green, 97-100 yellow, else
-red; accuracy (fraction of the reference) >= 0.99 green, >= 0.97 yellow, else red.
+red; accuracy (fraction of the reference) green at or above the profile's limit
+(``thresholds.accuracy_reject``, 0.99 by default), yellow down to where the contest's C
+reaches 0 (``thresholds.c_low``, 0.97), else red.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from xml.sax.saxutils import escape
 
 from ..errors import PatchgateError
 from ..files import atomic_write_many
+from ..profile import Profile, Thresholds
 from ..store.baselines import BaselineStore
 
 GREEN, YELLOW, RED = "#4c1", "#dfb317", "#e05d44"
@@ -38,12 +41,15 @@ def score_color(score: float) -> str:
     return GREEN if score >= 100 else YELLOW if score >= 97 else RED
 
 
-def accuracy_color(ratio: float) -> str:
-    return GREEN if ratio >= 0.99 else YELLOW if ratio >= 0.97 else RED
+def accuracy_color(ratio: float, thresholds: Thresholds) -> str:
+    """Green at or above the profile's accuracy limit, yellow above C's zero, else red."""
+    return GREEN if ratio >= thresholds.accuracy_reject else \
+        YELLOW if ratio >= thresholds.c_low else RED
 
 
-def badges_for(current: dict, path: Path) -> dict[str, Badge]:
-    """``{"score": Badge, "accuracy": Badge}`` from a current.json envelope."""
+def badges_for(current: dict, path: Path, thresholds: Thresholds) -> dict[str, Badge]:
+    """``{"score": Badge, "accuracy": Badge}`` from a current.json envelope, coloured by
+    the profile's ``thresholds``."""
     extra = current.get("extra")
     hint = (f"re-create it with `patchgate guard --profile {current.get('profile', '?')} "
             "--accept` (the gate writes extra.score and extra.accuracy_ratio)")
@@ -59,7 +65,7 @@ def badges_for(current: dict, path: Path) -> dict[str, Badge]:
     return {
         "score": Badge(f"score {profile}", f"{score:.1f}", score_color(score)),
         "accuracy": Badge(f"accuracy {profile}", f"{100 * ratio:.1f} % of ref",
-                          accuracy_color(ratio)),
+                          accuracy_color(ratio, thresholds)),
     }
 
 
@@ -112,8 +118,9 @@ textLength="{vw}">{value}</text>
 """
 
 
-def write_badges(baselines_dir: Path, profile: str, out_dir: Path) -> list[Path]:
+def write_badges(baselines_dir: Path, profile: Profile, out_dir: Path) -> list[Path]:
     """Write ``<out_dir>/<profile>-score.svg`` and ``-accuracy.svg``; returns the paths."""
+    thresholds, profile = profile.thresholds, profile.name
     store = BaselineStore(baselines_dir, profile)
     path = store.path("current")
     current = store.load("current")
@@ -122,7 +129,7 @@ def write_badges(baselines_dir: Path, profile: str, out_dir: Path) -> list[Path]
                              f"accept a change first: `patchgate guard --profile {profile} "
                              "--accept`")
     files = {Path(out_dir) / f"{profile}-{kind}.svg": render_svg(badge)
-             for kind, badge in badges_for(current, path).items()}
+             for kind, badge in badges_for(current, path, thresholds).items()}
     atomic_write_many(files)
     return list(files)
 

@@ -79,11 +79,13 @@ def table(args) -> int:
 
 
 def badges(args) -> int:
+    from ..profile import get_profile
     from .badges import write_badges, write_verdict_badge
 
+    profile = get_profile(args.profile)  # its limits colour the accuracy badge
     if args.verdict:
         print(write_verdict_badge(document.load(args.verdict), args.out))
-    for path in write_badges(args.baselines, args.profile, args.out):
+    for path in write_badges(args.baselines, profile, args.out):
         print(path)
     return 0
 

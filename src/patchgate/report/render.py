@@ -114,7 +114,7 @@ def accuracy_lines(verdict: dict) -> list[str]:
         f"items: {a['n']}, right->wrong {a['flipped_to_wrong']}, "
         f"wrong->right {a['flipped_to_right']}, McNemar exact p={a['p_value']:.3g}",
     ]
-    if a.get("items_total"):
+    if a.get("sequential"):  # the guard stopped as soon as the answer was certain
         lines.append(sequential_line(a))
     if a.get("mode"):
         lines.append(f"guard: {a['mode']}")

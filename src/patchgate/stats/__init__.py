@@ -16,7 +16,7 @@ Standard library only, no I/O. Anything that resamples takes ``seed`` and draws 
   tasks' weights, order and exact full-set rule, and its error rates by simulation.
 """
 
-from .accuracy import AccuracyComparison, compare_accuracy, mcnemar_exact
+from .accuracy import AccuracyComparison, compare_accuracy, mcnemar_exact, mean_ratio
 from .changepoint import ChangePoint, e_divisive
 from .core import (
     geometric_mean,
@@ -56,7 +56,7 @@ __all__ = [
     "AccuracyComparison", "ChangePoint", "Location", "PairedComparison", "Rate",
     "SignedRank", "compare_accuracy", "compare_differences", "compare_paired",
     "correctness_coefficient", "e_divisive", "geometric_mean", "hodges_lehmann", "holm",
-    "log_ratios", "mcnemar_exact", "median", "outcome", "pooled_differences", "rate",
+    "log_ratios", "mcnemar_exact", "mean_ratio", "median", "outcome", "pooled_differences", "rate",
     "robust_sd",
     "mean_se",
     "median_se",

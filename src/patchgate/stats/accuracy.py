@@ -35,6 +35,15 @@ def _mean_ratio(ref_mean: float, cand_mean: float) -> float:
     return cand_mean / ref_mean
 
 
+def mean_ratio(reference: Sequence[float], candidate: Sequence[float]) -> float:
+    """Candidate mean / reference mean over the same items (1 when both are 0): the
+    ratio the accuracy rule reads, as :func:`compare_accuracy` computes it."""
+    ref, cand = _nonempty(reference, "reference"), _nonempty(candidate, "candidate")
+    if len(ref) != len(cand):
+        raise ValueError(f"paired scores differ in length: {len(ref)} vs {len(cand)}")
+    return _mean_ratio(math.fsum(ref) / len(ref), math.fsum(cand) / len(cand))
+
+
 @dataclass(frozen=True)
 class AccuracyComparison:
     """Paired accuracy: means, ``ratio`` = candidate / reference with its CI, flips, p."""
@@ -84,7 +93,7 @@ def compare_accuracy(
     return AccuracyComparison(
         reference=ref_mean,
         candidate=cand_mean,
-        ratio=_mean_ratio(ref_mean, cand_mean),
+        ratio=mean_ratio(ref, cand),
         ci_low=_percentile(ratios, tail),
         ci_high=_percentile(ratios, 1 - tail),
         flipped_to_wrong=to_wrong,

@@ -36,19 +36,12 @@ Pure: lists of floats in, frozen dataclasses out; no I/O.
 from __future__ import annotations
 
 import bisect
-import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .strata import (
-    PASS,
-    REJECT,
-    _check_sizes,
-    full_set_decision,
-    task_mean_weights,
-    task_sequence,
-)
+from .betting import bet, null_grid, round_plan
+from .strata import PASS, REJECT, _check_sizes, full_set_decision, task_mean_weights
 
 CONTINUE = "continue"
 STOPPED_ABOVE = "accuracy shown at or above the limit"
@@ -141,49 +134,6 @@ class SequentialResult:
     delta: float
 
 
-@functools.lru_cache(maxsize=32)
-def _plan(sizes: tuple[int, ...], weights: tuple[float, ...]) -> tuple[tuple, ...]:
-    """Per position: (task, items of the task left before it, its ordinal in its task
-    within the round, its alignment beta, round start, round end). Fixed by the sizes and
-    weights alone, so every seed shares it.
-
-    beta makes the bets of a round aligned: lam_i = bet * beta_i gives
-    sum_{i in round, task t} lam_i N_t / R_ti = bet * n_round / W_rem * W_t."""
-    tasks = task_sequence(sizes)
-    w = [W / n for W, n in zip(weights, sizes, strict=True)]
-    left, plan, pos = list(sizes), [], 0
-    while pos < len(tasks):
-        start, need = pos, {t for t, k in enumerate(left) if k > 0}
-        w_rem = math.fsum(w[t] * left[t] for t in need)
-        while need:
-            need.discard(tasks[pos])
-            pos += 1
-        members = tasks[start:pos]
-        count = {t: members.count(t) for t in members}
-        ordinal = dict.fromkeys(count, 0)
-        for t in members:
-            ordinal[t] += 1
-            beta = w[t] * left[t] / count[t] * len(members) / w_rem
-            plan.append((t, left[t], ordinal[t], beta, start, pos))
-            left[t] -= 1
-    return tuple(plan)
-
-
-GRID_FIRST, GRID_GROWTH = 1e-4, 0.05
-
-
-@functools.lru_cache(maxsize=8)
-def _grid(reach: float) -> tuple[float, ...]:
-    """The fixed grid of nulls d, ascending: 0 and +-1e-4 (1.05^k - 1) / 0.05, k >= 1, out
-    to ``reach``. Fixed before any data, which is what makes the scan in
-    :meth:`SequentialGuard._bound` valid."""
-    pos, k = [], 1
-    while not pos or pos[-1] < reach:
-        pos.append(GRID_FIRST * ((1 + GRID_GROWTH) ** k - 1) / GRID_GROWTH)
-        k += 1
-    return tuple([-x for x in reversed(pos)] + [0.0] + pos)
-
-
 class SequentialGuard:
     """Accumulates paired scores in the order of :func:`task_sequence` (which item of a
     task comes next: :func:`stratified_order`) and decides after each call of :meth:`add`.
@@ -208,9 +158,9 @@ class SequentialGuard:
             raise ValueError(f"task weights must sum to 1, got {math.fsum(weights)}")
         self.settings, self.sizes, self.weights = settings, sizes, weights
         self.w = [W / n for W, n in zip(weights, sizes, strict=True)]
-        self.plan = _plan(sizes, weights)
+        self.plan = round_plan(sizes, weights)
         self.total = len(self.plan)
-        self.grid = _grid(max(1.0, settings.theta))
+        self.grid = null_grid(max(1.0, settings.theta))
         self.limit = math.log(1 / settings.delta)
         T = len(sizes)
         self.ref: list[list[float]] = [[] for _ in range(T)]
@@ -258,7 +208,7 @@ class SequentialGuard:
         rnd = (c0, w_rem, v, math.fsum(x[0] for x in shape),
                math.fsum(x[0] ** 2 for x in shape), shape)
         self.rounds.append(rnd)
-        self._bets = (_bet(rnd, 0.0, +1, st), _bet(rnd, 0.0, -1, st))
+        self._bets = (bet(rnd, 0.0, +1, st), bet(rnd, 0.0, -1, st))
         self._partial = [0.0] * len(self.sizes)
 
     def add(self, reference: Sequence[float], candidate: Sequence[float]) -> str:
@@ -321,11 +271,11 @@ class SequentialGuard:
         while pos < self.done:
             rnd = self.rounds[k]
             shape = rnd[5]
-            bet = _bet(rnd, d, side, self.settings)
-            if bet:
+            size = bet(rnd, d, side, self.settings)
+            if size:
                 z, a = self.z, self.a
                 total += math.fsum(
-                    math.log1p(bet * beta * (z[pos + i] - a[pos + i] - b * d))
+                    math.log1p(size * beta * (z[pos + i] - a[pos + i] - b * d))
                     for i, (beta, _, b, _) in enumerate(shape))
             k, pos = k + 1, pos + len(shape)
         self._capital[(side, d)] = (total, k, pos)
@@ -376,23 +326,3 @@ class SequentialGuard:
             reference_mean=a_r, reference_exact=reference_mean is not None,
             ratio_low=ratio(low), ratio_high=ratio(high), ratio_estimate=ratio(estimate),
             delta=self.settings.delta)
-
-
-def _bet(rnd: tuple, d: float, side: int, st: SequentialSettings) -> float:
-    """A round's bet at null d: Kelly's g / (v + g^2) for the expected excess g of an item
-    over its null mean (aGRAPA), on this side only, cut so that no factor can fall below
-    1 - truncation whatever the round's items turn out to be."""
-    c0, w_rem, v, b1, b2, shape = rnd
-    g = (c0 - d) / w_rem
-    raw = g * b1 / ((v + g * g) * b2)
-    if raw * side <= 0:
-        return 0.0
-    theta = st.theta
-    if side > 0:  # worst item: z = -theta against the highest null mean
-        worst = max(beta * (base + theta * extra + b * d + theta)
-                    for beta, base, b, extra in shape)
-    else:  # worst item: z = 1 against the lowest null mean
-        worst = max(beta * (1 - base + extra - b * d) for beta, base, b, extra in shape)
-    if worst <= 0:
-        return raw
-    return side * min(abs(raw), st.truncation / worst)

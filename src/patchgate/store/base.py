@@ -29,7 +29,7 @@ WORKTREE = "worktree"  # --base worktree: read the stored files as they are on d
 _GIT_TIMEOUT_S = 60
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Base:
     """Where a run reads its stored state: ``baselines_dir`` and ``changelog`` (a scratch
     copy of the base commit's, or the working tree's own), the ``ref`` and ``commit``
@@ -121,7 +121,7 @@ def _inside(path: Path, top: Path) -> str | None:
 
 def worktree(baselines_dir: Path, changelog: Path, why: str) -> Base:
     """The working tree's stored files as they are (``why``: the verdict's reason)."""
-    return Base(Path(baselines_dir), Path(changelog),
+    return Base(baselines_dir=Path(baselines_dir), changelog=Path(changelog),
                 note=f"judged against the stored files in the working tree ({why})")
 
 
@@ -173,8 +173,8 @@ def resolve(baselines_dir: Path, changelog: Path, profile: str, ref: str | None 
                  "(only the baseline update on main writes them)")
     shown = {str(root / "baselines"): f"{name}:{rel_bl}",
              str(root / "CHANGELOG.md"): f"{name}:{rel_cl}"}
-    return Base(root / "baselines", root / "CHANGELOG.md", name, commit, differs, note,
-                scratch, shown)
+    return Base(baselines_dir=root / "baselines", changelog=root / "CHANGELOG.md", ref=name,
+                commit=commit, differs=differs, note=note, _scratch=scratch, shown=shown)
 
 
 def _materialize(top: Path, commit: str, rel: str, dest: Path, here: Path,

@@ -52,6 +52,12 @@ class Watch:
     code_roots: list[Path] = field(default_factory=list)
     code: dict = field(default_factory=dict)
 
+    @property
+    def stored(self) -> list[Path]:
+        """The stored state among the roots: the profile's baselines and the change log
+        (small files: the probe keeps their bytes and puts them back)."""
+        return self.roots[:2]
+
     @classmethod
     def start(cls, opts) -> Watch:
         prof = opts.profile

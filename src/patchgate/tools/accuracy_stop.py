@@ -24,11 +24,11 @@ from pathlib import Path
 from ..engines import factory
 from ..errors import PatchgateError
 from ..guard import sequential
+from ..guard.decision import AccuracyDecision, limit_of
 from ..guard.lmeval import Tasks, make_lm, run_guard_tasks
 from ..guard.results import paired_scores
 from ..patches import discover
 from ..profile import get_profile
-from ..stats.strata import full_set_decision
 from ..store import environment
 from ..store.baselines import BaselineStore
 
@@ -79,24 +79,21 @@ def judge_patch(prof, patch, reference, spec: Tasks, repeats: int) -> dict:
         run_guard_tasks(engine, engine.tokenizer, spec)  # warm-up: caches, first calls
         for _ in range(repeats):
             t0 = time.perf_counter()
-            found = sequential.run(make_lm(engine, engine.tokenizer, spec), reference,
-                                   spec, prof)
+            found = sequential.until_decided(make_lm(engine, engine.tokenizer, spec),
+                                             reference, spec, prof, limit=limit_of(prof))
             t_seq.append(time.perf_counter() - t0)
-            items.append(found.result.items_evaluated)
+            items.append(found.decision.items)
             t0 = time.perf_counter()
             full = run_guard_tasks(engine, engine.tokenizer, spec)
             t_full.append(time.perf_counter() - t0)
     finally:
         engine.close()
     ref, cand = paired_scores(reference, full)
-    r = found.result
+    whole, early = AccuracyDecision.full_set(ref, cand, limit_of(prof)), found.decision
     return {"patch": patch.name, "items_total": len(ref),
-            "full_ratio": sum(cand) / sum(ref),
-            "full_decision": full_set_decision([ref], [cand], [1.0],
-                                               prof.thresholds.accuracy_reject),
-            "items_evaluated": r.items_evaluated, "decision": r.decision,
-            "stopped": r.stopped or "all items evaluated",
-            "interval": [r.ratio_low, r.ratio_high],
+            "full_ratio": whole.ratio, "full_decision": whole.outcome,
+            "items_evaluated": early.items, "decision": early.outcome,
+            "stopped": early.why, "interval": [early.low, early.high],
             "items_by_repeat": items, "sequential_s": [round(t, 3) for t in t_seq],
             "full_s": [round(t, 3) for t in t_full], "engine_start_s": round(start_s, 1)}
 

@@ -23,11 +23,14 @@ from __future__ import annotations
 import math
 
 from .. import stats
+from ..guard.decision import AccuracyDecision
 from ..latency import decide
 from ..latency.looks import LatencyResult
+from ..profile import Profile
 from ..stats.score import batch_keys
 from . import evidence
-from .document import Confirmation, Latency, Pooled, Row
+from .accuracy import accuracy_reasons
+from .document import Confirmation, Latency, Pooled, Row, Verdict
 
 MARKS = {stats.SLOWER: "+", stats.FASTER: "-", stats.EQUIVALENT: "=", stats.NOT_SLOWER: "≤",
          stats.UNDECIDED: "~"}
@@ -86,7 +89,7 @@ def pooled(lat: LatencyResult, comp: str) -> Pooled | None:
             "confirmation": _confirmation(lat, comp, decide.SCORE)}
 
 
-def latency_block(lat: LatencyResult, profile) -> Latency:
+def latency_block(lat: LatencyResult, profile: Profile) -> Latency:
     score = pooled(lat, "current")
     assert score is not None
     return {"threshold": profile.thresholds.latency, "alpha": profile.thresholds.alpha,
@@ -106,80 +109,6 @@ def speed_scores(rows: list[Row], batch_sizes: tuple[int, ...]) -> dict[str, flo
         out[key] = stats.speed_score([r["reference_median_s"] for r in sel],
                                      [r["median_s"] for r in sel])
     return out
-
-
-FLIPS_KEPT = 20  # flipped items in the verdict; all of them go to the flips file
-CLIP = 300  # characters of a flipped item's texts in the verdict (a prompt's end)
-
-
-def accuracy_fails(accuracy: dict, limit: float) -> bool:
-    """The accuracy rule: the full-set ratio below ``limit``; where the sequential guard
-    stopped early, its decision (which predicts that, :mod:`patchgate.guard.sequential`)."""
-    if accuracy.get("decision") in ("pass", "reject"):
-        return accuracy["decision"] == "reject"
-    return accuracy["ratio"] < limit
-
-
-def _early(accuracy: dict) -> str:
-    """`` on 96 of 600 items (interval 90.1 % to 96.0 %)`` where the guard stopped early."""
-    n, total = accuracy.get("items_evaluated"), accuracy.get("items_total")
-    if n is None or n >= total:
-        return ""
-    low, high = accuracy.get("interval") or (None, None)
-    where = f" on {n} of {total} items"
-    if low is not None and high is not None:
-        where += f" (full-set interval {100 * low:.1f} % to {100 * high:.1f} %)"
-    return where
-
-
-def accuracy_block(reference_items: list[float], candidate_items: list[float],
-                   reference: dict, candidate: dict, profile,
-                   flips: list[dict] | None = None) -> dict:
-    """Paired accuracy vs the reference. ``per_task``: each task's primary metric and
-    filter (what the rule reads) and ``others`` (the other filters and metrics, shown,
-    not judged). ``flips``: the first FLIPS_KEPT items judged right in one run and
-    wrong in the other (both outputs, the target, the prompt's end); ``flips_total``
-    counts them all."""
-    cmp = stats.compare_accuracy(reference_items, candidate_items, seed=profile.seed)
-    per_task = {}
-    for t, r in sorted(reference["tasks"].items()):
-        c = candidate["tasks"][t]
-        theirs = {(o["metric"], o["filter"]): o["value"] for o in c.get("others", [])}
-        per_task[t] = {
-            "metric": r["metric"], "filter": r.get("filter", "none"), "reference": r["value"],
-            "candidate": c["value"], "ratio": (c["value"] / r["value"]) if r["value"] else 1.0,
-            "others": [{"metric": o["metric"], "filter": o["filter"], "reference": o["value"],
-                        "candidate": theirs[(o["metric"], o["filter"])]}
-                       for o in r.get("others", []) if (o["metric"], o["filter"]) in theirs]}
-    th = profile.thresholds
-    kept = [{k: _clip(v, tail=k == "prompt") for k, v in f.items()}
-            for f in (flips or [])[:FLIPS_KEPT]]
-    return {
-        "reference": cmp.reference, "candidate": cmp.candidate, "ratio": cmp.ratio,
-        "ci_low": cmp.ci_low, "ci_high": cmp.ci_high,
-        "flipped_to_wrong": cmp.flipped_to_wrong, "flipped_to_right": cmp.flipped_to_right,
-        "p_value": cmp.p_value, "n": cmp.n, "per_task": per_task,
-        "C": stats.correctness_coefficient(cmp.ratio, th.c_low, th.c_high),
-        "threshold": th.accuracy_reject,
-        "flips": kept, "flips_total": len(flips or []),
-    }
-
-
-def _clip(text, tail: bool = False):
-    """A long text cut to CLIP characters: a prompt's end, an output's start."""
-    if not isinstance(text, str) or len(text) <= CLIP:
-        return text
-    return "..." + text[-CLIP:] if tail else text[:CLIP] + "..."
-
-
-def task_notes(accuracy: dict, limit: float) -> list[str]:
-    """Tasks that fell below ``limit`` of the reference although the rule, which holds
-    the suite's mean, may pass: worth a look, not a rejection (a task of 100 items
-    moves by 1 % per item)."""
-    return [f"task {t} is at {100 * v['ratio']:.2f} % of the reference "
-            f"({v['candidate']:.3f} vs {v['reference']:.3f}); the {100 * limit:.0f} % rule "
-            "applies to the mean over the tasks"
-            for t, v in sorted(accuracy.get("per_task", {}).items()) if v["ratio"] < limit]
 
 
 def _again(c: Confirmation | None) -> str:
@@ -241,24 +170,18 @@ def latency_reasons(scenario_rows: list[Row], block: Latency, compared_with: str
     return out
 
 
-def judge(profile, lat: LatencyResult, accuracy: dict, *, compared_with: str,
-          allow_slower: str | None = None, calibrated_noise: float | None = None) -> dict:
-    """The judgement (:mod:`.evidence`): rejected when accuracy fails or an item is
-    confirmed slower; accepted when accuracy passes and the score is shown not slower;
-    inconclusive otherwise. Reasons in words; S, C and the score. ``allow_slower`` (a
+def judge(profile: Profile, lat: LatencyResult, accuracy: dict, decision: AccuracyDecision,
+          *, compared_with: str, allow_slower: str | None = None,
+          calibrated_noise: float | None = None) -> Verdict:
+    """The judgement (:mod:`.evidence`): rejected when the guard's accuracy ``decision``
+    fails or an item is confirmed slower; accepted when accuracy passes and the score is
+    shown not slower; inconclusive otherwise. Reasons in words; S, C and the score
+    (``accuracy``: the block of :func:`.accuracy.accuracy_block`). ``allow_slower`` (a
     maintainer's reason) lets the latency checks pass: what they found is kept under
     ``allowed_slower``, never the accuracy rule. ``calibrated_noise`` (the runner's
     measured noise) lets an inconclusive run say how much noisier this one was.
     :func:`patchgate.verdict.document.assemble` makes the document of it."""
-    th = profile.thresholds
-    reasons = []
-    if accuracy_fails(accuracy, th.accuracy_reject):
-        reasons.append(
-            f"accuracy is {100 * accuracy['ratio']:.1f} % of the reference "
-            f"({accuracy['candidate']:.4f} vs {accuracy['reference']:.4f}; "
-            f"{accuracy['flipped_to_wrong']} items right->wrong, "
-            f"{accuracy['flipped_to_right']} wrong->right, McNemar p={accuracy['p_value']:.3g})"
-            + _early(accuracy) + f", below the {100 * th.accuracy_reject:.0f} % limit")
+    reasons = accuracy_reasons(accuracy, decision)
     scenario_rows = rows(lat)
     block = latency_block(lat, profile)
     slow = latency_reasons(scenario_rows, block, compared_with)
@@ -276,7 +199,7 @@ def judge(profile, lat: LatencyResult, accuracy: dict, *, compared_with: str,
         reasons = evidence.sentences(block, compared_with, calibrated_noise)
     s = speed_scores(scenario_rows, lat.batch_sizes or profile.batch_sizes)
     c = accuracy["C"]
-    out = {
+    out: Verdict = {
         "verdict": status,
         "reasons": reasons,
         "score": stats.score(s["1"], s["8"], s["inf"], c),

@@ -11,25 +11,51 @@ paired latency ratio per scenario, its pooled score change, and its accuracy cha
 These numbers describe; they never change the verdict, which stays the one decision
 on the whole change. A patch whose effect depends on an earlier one (a fused kernel
 that only helps once the unfused path is gone) is attributed in stack order, as it
-would land.
+would land. A stage of its own: it measures (engines, latency, the guard) after the
+verdict's measurements, and the gate puts its rows into the document.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from .. import stats
-from ..engines.configurations import Configurations
-from ..engines.factory import start_all
-from ..latency import decide
-from ..latency.measure import Rounds, balanced_rounds, measure
-from ..latency.scenarios import make_scenarios
-from ..patches import Patch
+from . import stats
+from .engines.configurations import Configurations
+from .engines.factory import start_all
+from .guard import base as guards
+from .guard.base import Outcome
+from .latency import decide
+from .latency.measure import Rounds, balanced_rounds, measure
+from .latency.scenarios import make_scenarios
+from .patches import Patch
+from .profile import Profile
 
 A = 0.025  # each bound of the descriptive 95 % intervals
 
 
-def cost(prof, new: list[Patch]) -> str:
+def attribute(configs: Configurations, new: list[Patch], found: Outcome, reporter,
+              notes: list[str]) -> list[dict] | None:
+    """``--attribute`` in a run whose accuracy guard ``found`` both results: each new
+    patch's own effect (descriptive), or None (with a note) where there is one new patch."""
+    prof = configs.profile
+    if len(new) < 2:
+        notes.append(f"--attribute: {len(new)} new patch(es): the verdict is its effect")
+        return None
+    guard = guards.get(prof.guard)
+    if not guard.judges_alone:
+        notes.append(f"--attribute: the {guard.name} guard cannot judge one prefix alone; "
+                     "latency only")
+    reporter.say(cost(prof, new))
+    reporter.phase("attribution", f"attribution: {len(new)} new patches, one prefix at a time")
+
+    def accuracy(engine):
+        return guard.result_of(engine, prof, reporter) or {"mean": 0.0}
+
+    return prefixes(configs, new, accuracy,
+                    {"reference": found.reference, "candidate": found.candidate}, reporter)
+
+
+def cost(prof: Profile, new: list[Patch]) -> str:
     """The extra work, said before the run starts."""
     k = len(new)
     n = k + 1
@@ -39,23 +65,23 @@ def cost(prof, new: list[Patch]) -> str:
             "accuracy runs (the current baseline and each prefix but the last)")
 
 
-def run(configs: Configurations, new: list[Patch], accuracy: Callable, known: dict,
-        reporter) -> list[dict]:
+def prefixes(configs: Configurations, new: list[Patch], accuracy: Callable, known: dict,
+             reporter) -> list[dict]:
     """Measure the prefixes and attribute (see the module docstring). ``accuracy(engine)``
     runs the guard on one engine (``{"mean": 0.0}`` where the guard cannot); ``known``
     holds the run's ``reference`` and ``candidate`` results."""
     prof = configs.profile
     configs.ensure_started(("current", "candidate"))
     base = configs.sets["current"]
-    prefixes = [base + new[:j] for j in range(len(new) + 1)]
-    names = [f"P{j}" for j in range(len(prefixes))]
+    stacks = [base + new[:j] for j in range(len(new) + 1)]
+    names = [f"P{j}" for j in range(len(stacks))]
     engines = {names[0]: configs.engine("current"), names[-1]: configs.engine("candidate")}
     extra = {}
     try:
-        extra = start_all(prof, {names[j]: prefixes[j] for j in range(1, len(prefixes) - 1)},
-                          reporter.say, share=1 / len(prefixes),
+        extra = start_all(prof, {names[j]: stacks[j] for j in range(1, len(stacks) - 1)},
+                          reporter.say, share=1 / len(stacks),
                           names={names[j]: f"P{j} (+ {new[j - 1].name})"
-                                 for j in range(1, len(prefixes) - 1)})
+                                 for j in range(1, len(stacks) - 1)})
         engines.update(extra)
         ordered = {name: engines[name] for name in names}
         scenarios = make_scenarios(prof)
