@@ -236,7 +236,8 @@ def test_stop_ids_are_the_tokens_holding_a_stop_sequence(tok):
 
 
 def test_reports_show_filters_other_metrics_and_the_first_flipped_items(tok, right):
-    from patchgate.report.render import render_markdown, render_terminal
+    from patchgate.report.markdown import render_markdown
+    from patchgate.report.render import render_terminal
 
     ref, _ = right
     wrong = {f"addition-{i:04d}" for i in range(7)} | {"fact_mc-0001"}

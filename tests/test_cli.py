@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -47,3 +48,82 @@ def test_check_names_a_broken_patch_and_exits_2(capsys):
     assert main(["check", "--patches", str(FIX / "patches" / "syntax_error")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("ERROR patch ") and "0001-broken.py: SyntaxError at line 4" in err
+
+
+def test_bare_patchgate_prints_its_help_and_exits_0(capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: patchgate") and "guard" in out and "check" in out
+
+
+def _subcommands():
+    import argparse
+
+    from patchgate.cli import _parser
+
+    out = []
+
+    def walk(parser, path):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    out.append((" ".join([*path, name]), sub))
+                    walk(sub, [*path, name])
+    walk(_parser(), [])
+    return out
+
+
+@pytest.mark.parametrize(("name", "parser"), _subcommands(), ids=lambda x: str(x))
+def test_every_command_says_what_it_does_and_shows_its_defaults(name, parser):
+    text = parser.format_help()
+    assert parser.description, f"`patchgate {name} --help` has no description"
+    for action in parser._actions:
+        if not action.option_strings or action.dest == "help":
+            continue
+        assert action.help, f"{name} {action.option_strings[0]} has no help"
+        if action.default is not None and not isinstance(action.default, bool):
+            assert "default" in text, f"{name}: no default shown"
+    assert str(ROOT) not in text  # paths are shown relative to the checkout
+
+
+def test_check_reports_every_bad_file_in_one_run(tmp_path, capsys):
+    good = '"""Fine."""\n\ndef apply(model):\n    return None\n'
+    (tmp_path / "0001-fine.py").write_text(good)
+    (tmp_path / "0002-broken.py").write_text("def apply(\n")
+    (tmp_path / "3-badname.py").write_text(good)
+    (tmp_path / "0004-raises.py").write_text('"""Raises."""\nraise ValueError("boom")\n' + good)
+    (tmp_path / "0005-fine-too.py").write_text(good)
+    assert main(["check", "--patches", str(tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert [x.split()[1] for x in out.splitlines() if x.startswith("ok ")] == \
+        ["0001-fine.py:", "0005-fine-too.py:"]
+    assert "0002-broken.py: SyntaxError" in err and "bad file name '3-badname.py'" in err
+    assert "0004-raises.py: import raised ValueError at line 2: boom" in err
+    assert "3 problem(s)" in out
+    # the same as one JSON document
+    assert main(["check", "--patches", str(tmp_path), "--format", "json"]) == 2
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["valid"] is False and len(doc["problems"]) == 3
+    assert {p["name"]: p["ok"] for p in doc["patches"]} == {
+        "0001-fine.py": True, "0004-raises.py": False, "0005-fine-too.py": True}
+
+
+def test_a_file_given_as_the_patch_folder_gets_a_hint_that_works(capsys):
+    assert main(["check", "--patches", str(ROOT / "README.md")]) == 2
+    err = capsys.readouterr().err
+    assert "is a file, not a folder" in err and "create it" not in err
+    assert f"--patches {ROOT}" in err
+
+
+def test_profiles_as_json(capsys):
+    assert main(["profiles", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {"name": "default", "engine": "transformers"}.items() <= rows[0].items()
+
+
+def test_the_pre_commit_hook_runs_check_on_the_patch_folder():
+    import yaml
+
+    (hook,) = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    assert hook["id"] == "patchgate-check" and hook["entry"] == "patchgate check"
+    assert hook["pass_filenames"] is False and hook["files"] == "^model_patches/"

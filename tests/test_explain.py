@@ -19,6 +19,7 @@ from patchgate.engines.profiling import profile_call, trace_tables
 from patchgate.gate import GuardOptions, run_guard
 from patchgate.latency import explain
 from patchgate.profile import Lengths, get_profile
+from patchgate.report import markdown
 from patchgate.report import render as report
 
 FIX = Path(__file__).parent / "fixtures"
@@ -137,7 +138,7 @@ def test_the_report_gives_the_top_changes_of_each_explained_scenario():
     assert text[i + 1] == ("  decode_b1 (slower: +61.2 % vs the current baseline); profiled: "
                            "torch 30.1 -> 64.9 ms; python 52.3 -> 95.0 ms")
     assert text[i + 2].startswith("    +33.4 ms: 11 more `time.sleep` calls")
-    md = report.render_markdown(v)
+    md = markdown.render_markdown(v)
     assert "**Why it is slower (one profile of each side; traces in verdict.explain/):**" in md
     assert "  - +33.4 ms: 11 more `time.sleep` calls" in md
     v["explain"] = {"folder": "verdict.explain", "scenarios": [],

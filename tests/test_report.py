@@ -14,7 +14,8 @@ import pytest
 
 from patchgate.cli import main
 from patchgate.errors import EXIT_ACCEPTED, EXIT_ERROR
-from patchgate.report.render import render_markdown
+from patchgate.report.markdown import render_markdown
+from patchgate.verdict import document
 
 GOLDEN = Path(__file__).parent / "golden"
 VERDICT = GOLDEN / "verdict.json"
@@ -43,7 +44,7 @@ def test_report_matches_golden(tmp_path, verdict, fmt, golden):
 def test_markdown_carries_the_comment_marker_and_the_decision():
     text = (GOLDEN / "report.md").read_text(encoding="utf-8")
     assert text.startswith("<!-- patchgate-report -->\n")
-    assert "## ❌ patchgate: rejected (default)" in text
+    assert "## ❌ patchgate: rejected (default, AMD EPYC)" in text  # the profile, the machine
     assert "**score 72.4**" in text
     assert "| decode_b1   | 1x8->12   | 17.67 ms    | 14.84 ms   | 55.51 ms  | 3.679   | " \
         "2.993-4.063 | + slower     |" in text
@@ -54,9 +55,9 @@ def test_report_to_stdout(capsys):
     assert main(["report", str(VERDICT), "--format", "text"]) == EXIT_ACCEPTED
     out = capsys.readouterr().out
     assert out == (GOLDEN / "report.txt").read_text(encoding="utf-8") + "\n"
-    assert "REJECTED  score 72.4  (S1 63.3, S8 69.0, Sinf 88.1, C 1.00)" in out.splitlines()
-    assert out.rstrip().splitlines()[-5] == \
-        "REJECTED  score 72.4  (S1 63.3, S8 69.0, Sinf 88.1, C 1.00)"
+    summary = "REJECTED  score 72.4  (S1 63.3, S8 69.0, Sinf 88.1, C 1.00) on AMD EPYC"
+    assert summary in out.splitlines()
+    assert out.rstrip().splitlines()[-5] == summary
 
 
 def test_error_verdict_renders_without_numbers():
@@ -118,3 +119,29 @@ def test_the_summary_line_says_how_long_the_run_took_per_phase():
     assert "REJECTED  score 72.4  (S1 63.3, S8 69.0, Sinf 88.1, C 1.00)  in 560 s (" in \
         render_terminal(verdict)
     assert "Verdict in 560 s (engines 94," in render_markdown(verdict)
+
+
+def test_the_first_lines_carry_the_decision_the_score_and_every_caveat():
+    """The committed serving verdict ran with the reference accuracy forced in from an
+    H200 on an H100: a reviewer reads that in the first five lines, not at the bottom."""
+    root = Path(__file__).resolve().parent.parent
+    verdict = document.load(root / "docs" / "gpu-runs" / "2026-12-06" /
+                            "h200-minicpm8b-serving-chain.json")
+    first = render_markdown(verdict).splitlines()[:5]
+    assert first[1] == "## ✅ patchgate: accepted (h200-minicpm8b, NVIDIA H100 80GB HBM3)"
+    assert first[2].startswith("**score 151.0**")
+    assert first[3].startswith("> ⚠️ The reference accuracy was measured in another "
+                               "environment and forced in (--force-environment; differs in ")
+    assert "gpu_name" in first[3]
+    # a profile file from elsewhere that reuses a built-in name, and overrides, say so too
+    verdict["profile_source"] = {"file": "docs/gpu-runs/profiles/h200-minicpm8b-serving.toml",
+                                 "sha256": "ab" * 32, "builtin": False,
+                                 "overrides": ["--rounds 4", "--force-environment"]}
+    text = render_markdown(verdict)
+    assert "> ⚠️ Profile h200-minicpm8b came from docs/gpu-runs/profiles/" in text
+    assert "> ⚠️ The profile was overridden on the command line: --rounds 4." in text
+    # what the rest of the report says already is not said again in the notes
+    assert "- new: 0001-fused-add-rmsnorm.py" not in text
+    assert "`0001-fused-add-rmsnorm.py` (new)" in text
+    # identical baseline and reference columns are one column
+    assert "| reference = baseline" in text and "| baseline " not in text

@@ -31,6 +31,7 @@ from patchgate.latency.serving.scenarios import ServingScenario, batch_sizes, ma
 from patchgate.latency.sets import Options
 from patchgate.patches import discover
 from patchgate.profile import Serving, get_profile
+from patchgate.report import markdown
 from patchgate.report import render as report
 from patchgate.report.console import Reporter
 from patchgate.stats import speed_score
@@ -316,7 +317,7 @@ def test_the_serving_phase_end_to_end_with_fake_servers(tmp_path):
     text = report.render_terminal(v)
     assert "serving_cinf" in text and "TTFT median" in text and "10x4->5" in text
     assert "the three scenarios together" in text
-    md = report.render_markdown(v)
+    md = markdown.render_markdown(v)
     assert "| serving_c1 " in md
 
 

@@ -28,6 +28,7 @@ from .errors import (
 )
 from .profile import available, get_profile, repo_root
 from .profile import commands as profile_commands
+from .profile.origin import origin
 from .report import commands as report_commands
 from .tools import calibrate, check, fidelity
 
@@ -54,11 +55,47 @@ def _parser() -> argparse.ArgumentParser:
         description="An accuracy-guarded performance-regression gate for LLM inference "
         "optimizations: six latency scenarios and an lm-eval accuracy guard per change.")
     ap.add_argument("--version", action="version", version=f"patchgate {__version__}")
-    sub = ap.add_subparsers(dest="command", required=True)
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
     _add_guard(sub, root)
     for module in COMMANDS:
         module.add_command(sub, root)
+    _describe(sub, root)
     return ap
+
+
+class _Formatter(argparse.HelpFormatter):
+    """Every option's default in its help (as pip and ruff show them), a path relative to
+    the checkout, unless the help already says it or there is none."""
+
+    root: Path = Path(".")
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (not action.option_strings or default in (None, False, argparse.SUPPRESS)
+                or "default" in text or isinstance(default, bool)):
+            return text
+        if isinstance(default, Path):
+            try:
+                default = f"{default.resolve().relative_to(self.root.resolve())}/" \
+                    if default.is_dir() else default.resolve().relative_to(self.root.resolve())
+            except ValueError:
+                pass
+        return f"{text} (default: {default})" if text else f"(default: {default})"
+
+
+def _describe(sub, root: Path) -> None:
+    """Each command's ``--help`` opens with what it does (its one-line help) and shows
+    every option's default; nested commands too (``model grow``)."""
+    _Formatter.root = root
+    helps = {a.dest: a.help for a in sub._choices_actions}
+    for name, parser in sub.choices.items():
+        parser.formatter_class = _Formatter
+        if not parser.description and helps.get(name):
+            parser.description = helps[name][0].upper() + helps[name][1:] + "."
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _describe(action, root)
 
 
 def _add_guard(sub, root: Path) -> None:
@@ -74,7 +111,8 @@ def _add_guard(sub, root: Path) -> None:
                    help="folder of NNNN-slug.py patches (default: model_patches/)")
     g.add_argument("--baselines", type=Path, default=root / "baselines",
                    help="folder of stored results (default: baselines/)")
-    g.add_argument("--changelog", type=Path, default=root / "CHANGELOG.md")
+    g.add_argument("--changelog", type=Path, default=root / "CHANGELOG.md",
+                   help="the change log the entry is appended to (--accept, --record)")
     g.add_argument("--base", metavar="REF",
                    help="the git revision whose baselines/ and CHANGELOG.md the change is "
                    "judged against; the change's own edits to them are ignored (default: "
@@ -120,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(args) -> int:
     reporter = None
+    if args.command is None:  # bare `patchgate`: what it can do, as git and pip say it
+        _parser().print_help()
+        return 0
     try:
         if args.handler is not None:
             return args.handler(args)
@@ -174,16 +215,28 @@ def _guard(args, reporter) -> int:
                         json_path=args.json, accept=args.accept, record=args.record,
                         force_environment=args.force_environment, quiet=args.quiet,
                         allow_slower=args.allow_slower, attribute=args.attribute,
-                        explain=args.explain, base=args.base)
+                        explain=args.explain, base=args.base,
+                        origin=origin(args.profile, _overrides(args)))
     verdict = run_guard(opts, reporter)
     print(render_terminal(verdict))
     if args.markdown:
         from .files import atomic_write_text
-        from .report.render import render_markdown
+        from .report.markdown import render_markdown
 
         atomic_write_text(args.markdown, render_markdown(verdict))
     return {"rejected": EXIT_REJECTED, "inconclusive": EXIT_INCONCLUSIVE}.get(
         verdict["verdict"], EXIT_ACCEPTED)
+
+
+def _overrides(args) -> list[str]:
+    """The options of a guard run that change what its profile says."""
+    given = [(f"--tasks {args.tasks}", args.tasks), (f"--task-path {args.task_path}",
+                                                      args.task_path),
+             (f"--rounds {args.rounds}", args.rounds),
+             (f"--scenarios {args.scenarios}", args.scenarios),
+             ("--full-accuracy", args.full_accuracy),
+             ("--force-environment", args.force_environment)]
+    return [text for text, value in given if value]
 
 
 def _guard_profile(args):

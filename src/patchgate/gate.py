@@ -49,6 +49,7 @@ class GuardOptions:
     attribute: bool = False  # also measure the new patches one prefix at a time
     explain: bool = False  # profile the scenarios found slower, both sides, and diff
     base: str | None = None  # the git revision whose stored state judges (None: HEAD)
+    origin: dict | None = None  # the profile's file, hash and overrides (profile.origin)
 
 
 @dataclass
@@ -121,6 +122,7 @@ def _measure(run: _Run, configs: Configurations, scenario_set, guard, notes: lis
     accuracy_doc = accuracy.block_of(found, prof, flipped)
     new = [p for p in configs.sets["candidate"] if p not in configs.sets["current"]]
     blocks = {"serving": lat.serving, "explain": lat.explain, "base": run.state.base,
+              "profile_source": opts.origin,
               "attribution": attribution.attribute(configs, new, found, reporter, notes)
               if opts.attribute else None}
     if opts.json_path and flipped:

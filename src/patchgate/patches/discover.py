@@ -46,34 +46,53 @@ _IGNORED_NAMES = frozenset({"__init__.py", "README.md"})
 
 
 def discover(folder: Path) -> list[Patch]:
-    """Every patch in ``folder``, validated, in NNNN order. An empty folder gives []."""
+    """Every patch in ``folder``, validated, in NNNN order. An empty folder gives []. The
+    first problem is an error (:func:`survey` reports them all)."""
+    patches, problems = survey(folder)
+    if problems:
+        raise problems[0]
+    return patches
+
+
+def survey(folder: Path) -> tuple[list[Patch], list[PatchgateError]]:
+    """Every patch in ``folder`` that validates, in NNNN order, and one error for each
+    file that does not (a bad name, a number taken twice, a file that fails to parse or
+    validate): ``patchgate check`` reports them all in one run. A folder that does not
+    exist is an error at once."""
     folder = Path(folder)
     if not folder.is_dir():
-        what = "is not a folder" if folder.exists() else "does not exist"
-        raise PatchgateError(
-            f"patch folder {folder} {what}",
-            hint="create it (it may stay empty) or pass --patches DIR",
-        )
+        if folder.exists():
+            raise PatchgateError(f"--patches {folder} is a file, not a folder",
+                                 hint=f"pass the folder that holds it: --patches {folder.parent}")
+        raise PatchgateError(f"patch folder {folder} does not exist",
+                             hint="create it (it may stay empty) or pass --patches DIR")
     numbered: dict[int, Path] = {}
+    problems: list[PatchgateError] = []
     for path in sorted(folder.iterdir()):
         if not path.is_file() or path.suffix != ".py" or _ignored(path.name):
             continue
         match = NAME_PATTERN.match(path.name)
         if match is None:
-            raise PatchgateError(
+            problems.append(PatchgateError(
                 f"patch {path}: bad file name {path.name!r}; expected NNNN-slug.py "
                 "(4 digits, a dash, lowercase letters, digits and dashes)",
                 hint="rename it, e.g. 0001-fuse-add-rmsnorm.py, "
-                "or start its name with _ to leave it out",
-            )
+                "or start its name with _ to leave it out"))
+            continue
         order = int(match.group(1))
         if order in numbered:
-            raise PatchgateError(
+            problems.append(PatchgateError(
                 f"patches {numbered[order]} and {path} have the same number {order:04d}",
-                hint="give one of them another number; patches apply in NNNN order",
-            )
+                hint="give one of them another number; patches apply in NNNN order"))
+            continue
         numbered[order] = path
-    return [_validate(numbered[order], order) for order in sorted(numbered)]
+    patches = []
+    for order in sorted(numbered):
+        try:
+            patches.append(_validate(numbered[order], order))
+        except PatchgateError as e:
+            problems.append(e)
+    return patches, problems
 
 
 # --- validation -------------------------------------------------------------------------

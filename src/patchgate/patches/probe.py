@@ -52,24 +52,26 @@ for name, path in json.loads(sys.argv[1]):
                 line = frame.lineno
         print(json.dumps({"error": name, "type": type(exc).__name__, "line": line,
                           "message": str(exc)[:500]}), flush=True)
-        sys.exit(0)
+        sys.stdin.readline()  # the gate says whether to go on (check reports every file)
+        continue
     print(json.dumps({"ok": name}), flush=True)
     sys.stdin.readline()  # the gate checks the watched files before the next import
 """
 
 
 def probe(patches: list[Patch], timeout_s: float, watch: Iterable[Path] = (),
-          restore: Iterable[Path] = ()) -> None:
+          restore: Iterable[Path] = (), keep_going: bool = False) -> list[PatchgateError]:
     """Import ``patches`` in a scratch process (see the module docstring); an error names
-    the first patch that fails, hangs past ``timeout_s`` or writes into ``watch``. Each
-    patch is imported from a copy in the scratch folder (its own path does not lead to
-    the checkout). The files under ``restore`` (the stored state: small files) are kept
-    in memory first and put back as they were if an import changed them."""
+    a patch that fails, hangs past ``timeout_s`` or writes into ``watch``. Each patch is
+    imported from a copy in the scratch folder (its own path does not lead to the
+    checkout). The files under ``restore`` (the stored state: small files) are kept in
+    memory first and put back as they were if an import changed them. The first error is
+    raised; with ``keep_going`` (``patchgate check``) every patch is imported and the
+    errors are returned (a hang or an exit ends the scratch process: the patches after it
+    are named as not imported)."""
     if not patches:
-        return
-    watch = [Path(p) for p in watch]
-    before = fingerprint(watch)
-    kept = _contents([Path(p) for p in restore])
+        return []
+    state = _Watched([Path(p) for p in watch], _contents([Path(p) for p in restore]))
     with tempfile.TemporaryDirectory(prefix="patchgate-probe-") as scratch:
         copies = Path(scratch) / "patches"
         copies.mkdir()
@@ -81,16 +83,44 @@ def probe(patches: list[Patch], timeout_s: float, watch: Iterable[Path] = (),
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                 stdin=subprocess.PIPE, text=True, start_new_session=True)
         try:
-            _follow(proc, {p.name: p for p in patches}, timeout_s, (before, watch))
+            _follow(proc, {p.name: p for p in patches}, timeout_s, state, keep_going)
         except PatchgateError as e:
             _end(proc)
-            put_back = _restore(kept)
-            if put_back:
-                raise PatchgateError(f"{e.message}; restored as they were: "
-                                     f"{', '.join(map(str, put_back))}", e.hint) from e
-            raise
+            raise state.after(e) from e
         finally:
             _end(proc)
+    return state.errors
+
+
+class _Watched:
+    """The watched files' fingerprints and the stored files' bytes, while patches are
+    imported; the errors found so far (``keep_going``)."""
+
+    def __init__(self, watch: list[Path], kept: dict[Path, dict[Path, bytes]]) -> None:
+        self.watch, self.kept = watch, kept
+        self.before = fingerprint(watch)
+        self.errors: list[PatchgateError] = []
+
+    def touched(self) -> str:
+        """The watched files changed since the last call (or the start), with the stored
+        ones put back as they were, in words ('' if none)."""
+        found = changed(self.before, self.watch)
+        if not found:
+            return ""
+        put_back = _restore(self.kept)
+        self.before = fingerprint(self.watch)
+        text = ", ".join(map(str, found))
+        return text + (f"; restored as they were: {', '.join(map(str, put_back))}"
+                       if put_back else "")
+
+    def after(self, e: PatchgateError) -> PatchgateError:
+        """``e``, and any stored file put back as it was since (an import that wrote and
+        then hung, say)."""
+        put_back = _restore(self.kept)
+        if put_back:
+            return PatchgateError(f"{e.message}; restored as they were: "
+                                  f"{', '.join(map(str, put_back))}", e.hint)
+        return e
 
 
 def _contents(roots: list[Path]) -> dict[Path, dict[Path, bytes]]:
@@ -125,27 +155,32 @@ def _restore(kept: dict[Path, dict[Path, bytes]]) -> list[Path]:
 
 
 def _follow(proc: subprocess.Popen, by_name: dict[str, Patch], timeout_s: float,
-            watched: tuple[dict, list[Path]]) -> None:
+            state: _Watched, keep_going: bool) -> None:
     lines = _reader(proc)
     current, done = None, set()
+
+    def ended(why: str, hint: str) -> None:
+        """The scratch process is gone (a hang, an exit): no later patch can be imported."""
+        left = [n for n in by_name if n not in done and n != current]
+        more = (f"; not imported after it: {', '.join(left)}" if keep_going and left else "")
+        raise PatchgateError(f"{why}{more}", hint=hint)
+
     while True:
         try:
             msg = lines.get(timeout_s if current else max(timeout_s, 60.0))
         except TimeoutError:
             patch = by_name.get(current)
-            raise PatchgateError(
-                f"patch {patch.path if patch else current}: importing it did not return "
-                f"within {timeout_s:.0f} s",
-                hint="module-level code must not wait or loop; move work into apply() "
-                "(the profile's import_timeout_s is the limit)") from None
+            ended(f"patch {patch.path if patch else current}: importing it did not return "
+                  f"within {timeout_s:.0f} s",
+                  "module-level code must not wait or loop; move work into apply() "
+                  "(the profile's import_timeout_s is the limit)")
         if msg is None:
             if done == set(by_name):
                 return
-            name = current or next(n for n in by_name if n not in done)
-            raise PatchgateError(
-                f"patch {by_name[name].path}: importing it ended the process (exit code "
-                f"{proc.wait(10)})",
-                hint="module-level code must not exit; move work into apply()")
+            current = current or next(n for n in by_name if n not in done)
+            ended(f"patch {by_name[current].path}: importing it ended the process (exit "
+                  f"code {proc.wait(10)})",
+                  "module-level code must not exit; move work into apply()")
         if "sandbox" in msg:
             raise PatchgateError(f"the scratch import could not enter the sandbox: "
                                  f"{msg['sandbox']}", hint="report it with your kernel "
@@ -157,16 +192,19 @@ def _follow(proc: subprocess.Popen, by_name: dict[str, Patch], timeout_s: float,
             current = name
             continue
         patch = by_name[name]
+        found = []
         if "error" in msg:
             where = f" at line {msg['line']}" if msg.get("line") else ""
-            raise PatchgateError(
+            found.append(PatchgateError(
                 f"patch {patch.path}: import raised {msg['type']}{where}: {msg['message']}",
-                hint=f"fix the patch or move it out of {patch.path.parent}")
-        touched = changed(*watched)
+                hint=f"fix the patch or move it out of {patch.path.parent}"))
+        touched = state.touched()
         if touched:
-            raise PatchgateError(
-                f"patch {patch.path}: importing it changed {', '.join(map(str, touched))}",
-                hint="patch code must not write files: fix the patch")
+            found.append(PatchgateError(f"patch {patch.path}: importing it changed {touched}",
+                                        hint="patch code must not write files: fix the patch"))
+        if found and not keep_going:
+            raise found[-1]
+        state.errors += found
         done.add(name)
         current = None
         try:

@@ -3,6 +3,7 @@ checkpoint, built into the cache)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -10,6 +11,8 @@ from pathlib import Path
 def add_command(sub, root: Path) -> None:
     """``patchgate profiles`` and ``patchgate model grow``."""
     p = sub.add_parser("profiles", help="list the profiles of profiles/ with their descriptions")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text: one line each; json: a list of {name, engine, description}")
     p.set_defaults(handler=profiles)
 
     mg = sub.add_parser("model", help="model folders: `model grow` builds a grown checkpoint")
@@ -28,7 +31,12 @@ def add_command(sub, root: Path) -> None:
 def profiles(args) -> int:
     from .load import listing
 
-    for name, engine, description in listing():
+    rows = listing()
+    if args.format == "json":
+        print(json.dumps([{"name": n, "engine": e, "description": d} for n, e, d in rows],
+                         indent=1))
+        return 0
+    for name, engine, description in rows:
         print(f"{name:22s} {engine:12s} {description}")
     return 0
 

@@ -17,14 +17,15 @@ from ..verdict import document
 def add_command(sub, root: Path) -> None:
     """``patchgate report | table | badges | plot``."""
     r = sub.add_parser("report", help="render a verdict JSON as markdown or text")
-    r.add_argument("verdict", type=Path)
-    r.add_argument("--format", choices=("markdown", "text"), default="markdown")
+    r.add_argument("verdict", type=Path, help="a verdict file (`patchgate guard --json`)")
+    r.add_argument("--format", choices=("markdown", "text"), default="markdown",
+                   help="markdown: the PR comment; text: as the terminal shows it")
     r.add_argument("--output", type=Path, help="write here instead of stdout")
     r.set_defaults(handler=report)
 
     tb = sub.add_parser("table", help="one markdown row per verdict file: patch, S1, S8, "
                         "Sinf, score, accuracy ratio, verdict")
-    tb.add_argument("verdicts", type=Path, nargs="+")
+    tb.add_argument("verdicts", type=Path, nargs="+", help="verdict files, one row each")
     tb.add_argument("--output", type=Path, help="write here instead of stdout")
     tb.set_defaults(handler=table)
 
@@ -64,7 +65,8 @@ def emit(text: str, output: Path | None) -> int:
 
 
 def report(args) -> int:
-    from .render import render_markdown, render_terminal
+    from .markdown import render_markdown
+    from .render import render_terminal
 
     verdict = document.load(args.verdict)
     text = render_markdown(verdict) if args.format == "markdown" else render_terminal(verdict)

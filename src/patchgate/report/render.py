@@ -1,4 +1,5 @@
-"""Rendering of a verdict dict: terminal text and markdown (job summary / PR comment).
+"""Rendering of a verdict dict: the terminal text, and the rows and lines the markdown
+report (:mod:`.markdown`, the PR comment) shares with it.
 
 Pure functions: a verdict dict in, a string out. Each scenario's outcome is written
 out and marked: ``+`` slower, ``-`` faster (significant and beyond the threshold,
@@ -12,6 +13,7 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from ..verdict.judge import together
+from .caveats import caveats, device
 from .timing import time_line
 
 HEADERS = ["scenario", "in->out", "reference", "baseline", "new", "ratio", "CI", "outcome",
@@ -19,7 +21,10 @@ HEADERS = ["scenario", "in->out", "reference", "baseline", "new", "ratio", "CI",
 LEGEND = ("`+` slower, `-` faster (significant after Holm, beyond the threshold, and again "
           "in fresh processes), `=` equivalent (the CI lies within the threshold), `≤` not "
           "slower (the CI ends below the threshold), `~` undecided. Ratio: candidate / "
-          "baseline, paired by round (Hodges-Lehmann).")
+          "baseline time, paired by round (Hodges-Lehmann; above 1 is slower). p: the "
+          "one-sided signed-rank p-value of \"slower\". Detectable: the smallest change "
+          "this many rounds could have found (80 % power). A score change has the other "
+          "sign: a higher score is faster.")
 
 
 def _ms(x: float | None) -> str:
@@ -50,10 +55,24 @@ def _shape(r: dict) -> str:
     return f"{r.get('num_prompts', r['batch_size'])}x{r['input_len']}->{r['output_len']}"
 
 
+def same_baseline(verdict: dict) -> bool:
+    """The baseline is the reference (no accepted patches yet): one column says both."""
+    return bool(verdict["scenarios"]) and all(
+        r["baseline_median_s"] == r["reference_median_s"] for r in verdict["scenarios"])
+
+
+def headers(verdict: dict) -> list[str]:
+    if same_baseline(verdict):
+        return [h if h != "reference" else "reference = baseline" for h in HEADERS
+                if h != "baseline"]
+    return HEADERS
+
+
 def scenario_rows(verdict: dict) -> list[list[str]]:
+    one = same_baseline(verdict)
     return [[
-        r["name"], _shape(r),
-        _ms(r["reference_median_s"]), _ms(r["baseline_median_s"]), _ms(r["median_s"]),
+        r["name"], _shape(r), _ms(r["reference_median_s"]),
+        *([] if one else [_ms(r["baseline_median_s"])]), _ms(r["median_s"]),
         f"{r['ratio']:.3f}", _ci(r), _outcome(r), f"{r['p_value']:.2g}", _detectable(r),
     ] for r in verdict["scenarios"]]
 
@@ -280,8 +299,8 @@ def base_line(verdict: dict) -> str | None:
 def render_terminal(verdict: dict) -> str:
     out = []
     if verdict["scenarios"]:
-        out.append(tabulate(scenario_rows(verdict), headers=HEADERS, tablefmt="simple",
-                            disable_numparse=True))
+        out.append(tabulate(scenario_rows(verdict), headers=headers(verdict),
+                            tablefmt="simple", disable_numparse=True))
         out.append("")
     out += latency_lines(verdict)
     if serving_rows(verdict):
@@ -308,72 +327,11 @@ def render_terminal(verdict: dict) -> str:
         out.append(f"note: {note}")
     out.append("")
     took = time_line(verdict)
-    out.append(_summary(verdict) + (f"  {took}" if took else ""))
+    where = f" on {device(verdict)}" if device(verdict) else ""
+    out.append(_summary(verdict) + (f"  {took}" if took else "") + where)
+    out += [f"  WARNING {c}" for c in caveats(verdict)]
     out += [f"  - {r}" for r in verdict["reasons"]]
     return "\n".join(out)
-
-
-def render_markdown(verdict: dict) -> str:
-    """The PR comment / job summary. Starts with a marker so a bot can update it in place."""
-    icon = {"accepted": "✅", "rejected": "❌", "inconclusive": "❔",
-            "skipped": "⏭️"}.get(verdict["verdict"], "⚠️")
-    out = ["<!-- patchgate-report -->",
-           f"## {icon} patchgate: {verdict['verdict']} ({verdict.get('profile', '?')})", ""]
-    if verdict["verdict"] not in ("error", "skipped"):
-        s = verdict["S"]
-        out.append(f"**score {verdict['score']:.1f}** = (0.4 x S1 {s['1']:.1f} + 0.3 x S8 "
-                   f"{s['8']:.1f} + 0.3 x Sinf {s['inf']:.1f}) x C {verdict['C']:.2f}")
-        out.append("")
-    if time_line(verdict):
-        out += [f"Verdict {time_line(verdict)}.", ""]
-    if verdict["reasons"]:
-        out += [f"- {r}" for r in verdict["reasons"]] + [""]
-    if (verdict.get("base") or {}).get("differs"):
-        out += [f"**This change edits the stored state; it was ignored.** "
-                f"{base_line(verdict)[len('stored state: '):]}.", ""]
-    elif base_line(verdict):
-        out += [f"{base_line(verdict)[0].upper()}{base_line(verdict)[1:]}.", ""]
-    if allowed_lines(verdict):
-        out += ["- " + allowed_lines(verdict)[0]] + [f"  - {x.strip()}" for x in
-                                                     allowed_lines(verdict)[1:]] + [""]
-    if verdict["scenarios"]:
-        out.append(tabulate(scenario_rows(verdict), headers=HEADERS, tablefmt="github",
-                            disable_numparse=True))
-        out += ["", LEGEND, ""]
-        out += [f"- {line}" for line in latency_lines(verdict)]
-        out.append("")
-    if serving_rows(verdict):
-        out += [f"- {line}" for line in serving_lines(verdict)] + [""]
-        out += [tabulate(serving_rows(verdict), headers=SERVING_HEADERS, tablefmt="github",
-                         disable_numparse=True), ""]
-    if explain_lines(verdict):
-        head, *rest = explain_lines(verdict)
-        out += [f"**{head[0].upper()}{head[1:]}**", ""]
-        out += [f"- {line.strip()}" if not line.startswith("    ") else f"  - {line.strip()}"
-                for line in rest] + [""]
-    if verdict["accuracy"]:
-        out += [f"- {line}" for line in accuracy_lines(verdict)] + [""]
-        out.append(tabulate(task_rows(verdict),
-                            headers=["task", "metric", "reference", "new", "ratio"],
-                            tablefmt="github", disable_numparse=True))
-        out.append("")
-        if flip_summary(verdict, FLIPS_MARKDOWN):
-            out += [flip_summary(verdict, FLIPS_MARKDOWN) + ":", ""]
-            out.append(tabulate(flip_rows(verdict, FLIPS_MARKDOWN, markdown=True),
-                                headers=FLIP_HEADERS,
-                                tablefmt="github", disable_numparse=True))
-            out.append("")
-    if attribution_rows(verdict):
-        out += ["Each new patch on top of the ones before it (`--attribute`; descriptive, "
-                "the verdict is on the whole change):", "",
-                tabulate(attribution_rows(verdict), headers=ATTRIBUTION_HEADERS,
-                         tablefmt="github", disable_numparse=True), ""]
-    patches = verdict.get("patches", {})
-    if patches.get("candidate"):
-        out.append("Patches: " + ", ".join(f"`{p['name']}`" for p in patches["candidate"]))
-    for note in verdict.get("notes", []):
-        out.append(f"- {note}")
-    return "\n".join(out).rstrip() + "\n"
 
 
 def render_results_table(verdicts: list[tuple[str, dict]]) -> str:

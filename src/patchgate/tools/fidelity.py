@@ -178,7 +178,8 @@ def add_command(sub, root: Path) -> None:
     f.add_argument("--profile", required=True, help="an SGLang profile")
     f.add_argument("--verdict", type=Path, required=True,
                    help="the --json verdict of a guard run of this profile on this machine")
-    f.add_argument("--out", type=Path, default=Path("fidelity.json"))
+    f.add_argument("--out", type=Path, default=Path("fidelity.json"),
+                   help="where the comparison goes (JSON)")
     f.add_argument("--repeats", type=int, default=3, help="bench runs per batch size")
     f.add_argument("--bench", choices=BENCHES, default="one_batch",
                    help="one_batch: python -m sglang.bench_one_batch (model runner only); "

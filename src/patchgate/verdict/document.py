@@ -146,6 +146,7 @@ class Verdict(TypedDict, total=False):
     serving: dict  # --scenarios serving: the dataset, TTFT/ITL per scenario and configuration
     explain: dict  # --explain: per slower scenario, the profiles' largest differences
     base: dict  # the stored state judged against: ref, commit, differs, note (store.base)
+    profile_source: dict  # the profile's file, sha256, builtin, overrides (profile.origin)
 
 
 @dataclass
