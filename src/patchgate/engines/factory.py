@@ -29,15 +29,19 @@ def start_all(profile, sets: dict, say: Callable[[str], None] = lambda _: None,
     share = share if share is not None else 1 / max(1, len(sets))
     engines: dict[str, Engine] = {}
     t0 = time.perf_counter()
+    took: dict[str, float] = {}  # each start call (SGLang's returns once it is ready)
     try:
         for label, patches in sets.items():
             say(f"loading engine for {(names or {}).get(label, label)} ({len(patches)} "
                 "patches)" + (" in fresh processes" if fresh else ""))
+            began = time.perf_counter()
             engines[label] = start(profile, patches, label, share)
+            took[label] = time.perf_counter() - began
         for label, engine in engines.items():  # engines in worker processes load in parallel
             engine.ready()
             say(f"engine for {(names or {}).get(label, label)} ready "
-                f"{time.perf_counter() - t0:.1f} s after the first start")
+                f"{time.perf_counter() - t0:.1f} s after the first start (its start call "
+                f"{took[label]:.1f} s)")
     except BaseException:
         for engine in engines.values():
             engine.close()

@@ -8,7 +8,8 @@
    while the pooled ``score`` item is undecided), up to ``max_looks`` looks in all.
    Each look tests at alpha / ``max_looks``, so the false-alarm rate stays at alpha
    whatever the number of looks taken. The reference runs in the first look only:
-   it serves the score, not the decision.
+   it serves the score, not the decision. Once the pooled score is slower, no more
+   looks: the rejection then rests on the confirmation alone.
 3. **Confirmation in fresh processes.** Two processes running the same code can
    differ steadily (on a shared CPU, measured: decode_b1 up to 44 % between two
    worker processes of the same model). Any item found slower is measured again in
@@ -234,7 +235,7 @@ def _looks(configs: Configurations, prof: Profile, result: LatencyResult, series
             wanted = sorted({i for items in series.items.values() for i in items})
         else:
             wanted = sorted({i for d in series.decisions.values() for i in decide.pending(d)})
-            if not wanted:
+            if not wanted or _score_slower(series):
                 return
         pend = _needed(wanted, result.scenarios)
         if k > 1:
@@ -248,6 +249,16 @@ def _looks(configs: Configurations, prof: Profile, result: LatencyResult, series
                                           first=series.first_round + k * LOOK_ROUNDS), bar)
         _extend(series.samples, more, configs, series.labels)
         _decide(series, result, prof, look=k)
+
+
+def _score_slower(series: _Series) -> bool:
+    """The pooled score is slower against a baseline: the rejection is settled in this
+    series (pending the fresh processes' word), and the undecided scenarios get no more
+    looks here: they would only say which scenarios, at the price of a look (on the GPU
+    profile, three minutes). The confirmation measures every scenario anyway, as the
+    score needs them all."""
+    return any(d.get(decide.SCORE) is not None and d[decide.SCORE].outcome == SLOWER
+               for d in series.decisions.values())
 
 
 def judged(samples: Samples, scenarios: list[Scenario], profile: Profile, against=("current",),
