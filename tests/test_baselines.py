@@ -152,16 +152,16 @@ def test_check_comparable_refuses_or_forces():
     stored = load_fixture("valid.json")
     same = dict(stored["environment"])
     assert baselines.check_comparable(stored, same) == []
-    other = same | {"torch": "2.12.0", "torch_threads": 8}
+    other = same | {"torch": "2.12.0", "cpu_count": 8}
     path = Path("baselines/default/current.json")
     with pytest.raises(PatchgateError) as e:
         baselines.check_comparable(stored, other, path=path)
     assert str(path) in e.value.message
     assert "torch: stored '2.13.0+cpu', here '2.12.0'" in e.value.message
-    assert "torch_threads: stored 2, here 8" in e.value.message
+    assert f"cpu_count: stored {same['cpu_count']!r}, here 8" in e.value.message
     assert "--force-environment" in e.value.hint
     warnings = baselines.check_comparable(stored, other, force=True)
-    assert [w.split(":")[0] for w in warnings] == ["torch", "torch_threads"]
+    assert [w.split(":")[0] for w in warnings] == ["cpu_count", "torch"]
 
 
 def test_bad_profile_and_role(tmp_path):

@@ -134,7 +134,9 @@ def test_full_accuracy_evaluates_every_item_to_the_same_verdict(work, capsys):
                  "--quiet", "--rounds", "4", "--full-accuracy", "--json",
                  str(work / "v.json")]) == 1
     a = json.loads((work / "v.json").read_text())["accuracy"]
-    assert a["n"] == 600 and "items_evaluated" not in a and a["ratio"] < 0.97
+    # every item, and the guard's decision on the full set (no sequential guard ran)
+    assert a["n"] == a["items_evaluated"] == a["items_total"] == 600
+    assert a["decision"] == "reject" and "sequential" not in a and a["ratio"] < 0.97
     assert "sequential guard" not in capsys.readouterr().out
 
 

@@ -31,9 +31,12 @@ from pathlib import Path
 
 from .. import registry
 
-#: Keys that :func:`same_environment` ignores: none today. A key goes here only if
-#: it cannot change a latency measurement (a hostname would, if it were recorded).
-IGNORED_KEYS: frozenset[str] = frozenset()
+#: Keys that :func:`same_environment` ignores. A key goes here only if it cannot change a
+#: measurement (a hostname would, if it were recorded): ``torch_threads`` is the gate
+#: process's own, and every engine sets its threads in its own process (on the CPU the
+#: run records them beside the verdict); it followed whatever ran in the gate's process
+#: before, so two runs of one machine seemed to come from two environments.
+IGNORED_KEYS: frozenset[str] = frozenset({"torch_threads"})
 
 _CPUINFO = Path("/proc/cpuinfo")
 
