@@ -10,6 +10,7 @@ paired rounds are not all ties. :func:`use_fake_engines` makes the registry buil
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import time
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from patchgate.engines.base import Timing
 
-BASE_S = 0.002
+BASE_S = float(os.environ.get("PATCHGATE_FAKE_BASE_S", "0.002"))  # a Ray worker's too
 
 
 def factor(patches) -> float:
@@ -71,6 +72,16 @@ def use_fake_engines(monkeypatch) -> list[FakeEngine]:
                         lambda profile, patches, label, share=1.0:
                         FakeEngine(profile, patches, label, share))
     return FakeEngine.built
+
+
+def install_in_worker() -> None:
+    """In a Ray worker (``runtime_env={"worker_process_setup_hook":
+    "fakes.install_in_worker"}``): every engine it starts is a :class:`FakeEngine`."""
+    from patchgate.engines import cpu, factory
+
+    cpu.busy_cores = lambda *a, **k: 0.0
+    factory.start = lambda profile, patches, label, share=1.0: FakeEngine(profile, patches,
+                                                                          label, share)
 
 
 def write_patch(folder: Path, name: str) -> Path:

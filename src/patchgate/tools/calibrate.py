@@ -141,6 +141,10 @@ def summarize(runs: list[dict], slowdowns: list[float]) -> dict:
                     for label, k in quiet.items()}
     walls = [r["wall_s"] for r in runs]
     out["wall_s_median"] = stats.median(walls) if walls else None
+    classes = sorted({r["node"]["class"] for r in runs if r.get("node")})
+    if len(classes) > 1:  # spread over nodes of several hardware classes: rates per class
+        out["classes"] = {c: summarize([r for r in runs if (r.get("node") or {}).get("class")
+                                        == c], slowdowns)["conditions"] for c in classes}
     gains = {}
     for name in (runs[0]["ci_widths"] if runs else {}):
         ratios = [r["ci_widths"][name]["unpaired"] / r["ci_widths"][name]["paired"]
@@ -191,6 +195,7 @@ class Plan:
     append: bool = False
     load: int = 0
     conditions: tuple[str, ...] = ("quiet",)
+    ray: str | None = None  # a Ray cluster's address: the runs spread over its nodes
 
 
 def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
@@ -209,24 +214,35 @@ def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
     earlier = _previous(target, prof, env) if append else []
     records: list[dict] = []
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="patchgate-calibrate-") as tmp:
-        order = [(i, f, c) for i in range(runs) for c in plan.conditions
-                 for f in _kinds(slowdowns)]
-        for n, (i, fraction, cond) in enumerate(order, 1):
-            patches = _patches(Path(tmp), fraction, prof.engine)
-            with cpu_load(plan.load if cond == "load" else 0):
-                rec = one_run(prof, patches, _Quiet(reporter))
-            rec |= {"planted": fraction, "run": i, "condition": cond}
-            records.append(rec)
-            kind = [r for r in records if r["planted"] == fraction
-                    and r["condition"] == cond]
-            tally = ", ".join(f"{sum(_outcome(r) == w for r in kind)} {w}"
-                              for w in (evidence.REJECTED, evidence.INCONCLUSIVE,
-                                        evidence.ACCEPTED))
-            reporter.say(f"calibrate {n}/{len(order)} {_label(fraction)} {cond}: "
-                         f"{rec['outcome']} (score ratio {rec['score_ratio']:.3f}, "
-                         f"{rec['looks']} look(s), {rec['wall_s']:.0f} s); so far {tally}")
-    records = earlier + records
+    jobs = [(prof, f, c, plan.load if c == "load" else 0, i) for i in range(runs)
+            for c in plan.conditions for f in _kinds(slowdowns)]
+
+    def said(n: int, rec: dict) -> None:
+        records.append(rec)
+        kind = [r for r in records if r["planted"] == rec["planted"]
+                and r["condition"] == rec["condition"]]
+        tally = ", ".join(f"{sum(_outcome(r) == w for r in kind)} {w}"
+                          for w in (evidence.REJECTED, evidence.INCONCLUSIVE,
+                                    evidence.ACCEPTED))
+        where = f" on {rec['node']['class']}" if rec.get("node") else ""
+        reporter.say(f"calibrate {len(records)}/{len(jobs)} {_label(rec['planted'])} "
+                     f"{rec['condition']}: {rec['outcome']} (score ratio "
+                     f"{rec['score_ratio']:.3f}, {rec['looks']} look(s), {rec['wall_s']:.0f} "
+                     f"s{where}); so far {tally}")
+
+    if plan.ray:
+        from ..spread import cluster
+        from ..spread import runs as spread_runs
+
+        cluster.connect(plan.ray)
+        done = spread_runs.spread(run_job, jobs, engine=prof.engine, device=prof.device,
+                                  said=said)
+    else:
+        done = []
+        for job in jobs:
+            done.append(run_job(*job, reporter=reporter))
+            said(len(done) - 1, done[-1])
+    records = earlier + done  # in the interleaved order of the jobs, wherever they ran
     kinds = sorted({r["planted"] for r in records} - {0.0})
     doc = {
         "schema_version": SCHEMA_VERSION, "kind": KIND, "profile": prof.name,
@@ -243,11 +259,24 @@ def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
     return doc
 
 
+def run_job(prof, fraction: float, cond: str, load: int, run: int, reporter=None) -> dict:
+    """One run of a calibration, wherever it runs (here, or on a Ray node): the planted
+    patch of ``fraction`` written into a scratch folder, ``load`` busy processes beside it
+    (the "load" condition), the latency phase of a gate run (:func:`one_run`)."""
+    with tempfile.TemporaryDirectory(prefix="patchgate-calibrate-") as tmp:
+        patches = _patches(Path(tmp), fraction, prof.engine)
+        with cpu_load(load):
+            rec = one_run(prof, patches, _Quiet(reporter))
+    return rec | {"planted": fraction, "run": run, "condition": cond}
+
+
 class _Quiet:
     """A run's reporter inside a calibration: its bars, none of its step lines."""
 
-    def __init__(self, reporter):
-        self.progress = reporter.progress
+    def __init__(self, reporter=None):
+        from ..report.console import Silent
+
+        self.progress = reporter.progress if reporter else lambda total, desc: Silent(total)
 
     def say(self, text: str) -> None:
         pass
@@ -308,6 +337,10 @@ def add_command(sub, root: Path) -> None:
                    "ones); 0: quiet only")
     c.add_argument("--conditions", choices=("both", "quiet", "load"),
                    help="which conditions to run (default: both with --load, else quiet)")
+    c.add_argument("--ray", metavar="ADDRESS",
+                   help="spread the runs over a Ray cluster's nodes, one run per node at a "
+                   "time (`auto`: the cluster this machine belongs to); each run records "
+                   "its node and hardware class (pip install -e .[ray])")
     c.add_argument("--quiet", action="store_true", help="no progress bars or lines")
     c.set_defaults(handler=handle)
 
@@ -339,7 +372,7 @@ def handle(args) -> int:
                  f"x {len(conditions)} condition(s) ({', '.join(conditions)}), each the "
                  "latency phase of a gate run; nothing is written until the end")
     doc = calibrate(profile, args.baselines, Plan(args.runs, slowdowns, args.out, args.append,
-                                                  args.load, conditions), reporter)
+                                                  args.load, conditions, args.ray), reporter)
     print(render(doc))
     return 0
 

@@ -1,0 +1,60 @@
+"""Whole runs spread over a Ray cluster, one per node at a time.
+
+A calibration is many whole verdicts (A/A runs and planted slowdowns, each with engines
+started afresh). Each is independent, so they spread: every run is a Ray task that
+holds its node's ``bench_slot`` (:mod:`.cluster`), so a node times one run at a time
+and a run's configurations are compared on one node. Each result names the node and its
+hardware class.
+
+A node lost mid-run: Ray runs the task again on another node that offers a slot (a whole
+run again, never half of one); when none can, the run is an error naming it, and
+nothing is written. Nothing is left behind: a task's engines close with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ..errors import PatchgateError
+from .cluster import SLOT, node_here, ray_module
+
+RETRIES = 2  # a run on a node that died is run again, on another node, this many times
+
+
+def _on_node(fn: Callable, args: tuple, engine: str, device: str) -> dict:
+    """One run, where Ray put it: ``fn(*args)`` with the node it ran on added."""
+    record = fn(*args)
+    record["node"] = node_here(engine, device)
+    return record
+
+
+def spread(fn: Callable[..., dict], jobs: Sequence[tuple], *, engine: str, device: str,
+           said: Callable[[int, dict], None] = lambda i, r: None) -> list[dict]:
+    """``[fn(*job) for job in jobs]``, each a Ray task holding one bench slot, results in
+    job order, each with its ``node`` (id and hardware class). ``said(i, record)`` hears
+    each result as it comes in (progress)."""
+    ray = ray_module()
+    task = ray.remote(num_cpus=0, resources={SLOT: 1}, max_retries=RETRIES)(_on_node)
+    refs = [task.remote(fn, tuple(job), engine, device) for job in jobs]
+    index = {ref: i for i, ref in enumerate(refs)}
+    out: dict[int, dict] = {}
+    pending = list(refs)
+    try:
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            i = index[done[0]]
+            try:
+                out[i] = ray.get(done[0])
+            except ray.exceptions.RayError as e:
+                raise PatchgateError(
+                    f"run {i + 1} of {len(refs)} failed on the Ray cluster "
+                    f"({type(e).__name__}: {str(e).splitlines()[0][:200]}); nothing was "
+                    "written", hint="see the cluster's logs (ray logs); a node that died "
+                    f"takes its run to another node {RETRIES} times, then the run fails"
+                ) from e
+            said(i, out[i])
+    except BaseException:
+        for ref in pending:  # Ctrl-C or a failed run: the others end too
+            ray.cancel(ref, force=True)
+        raise
+    return [out[i] for i in range(len(refs))]

@@ -1,0 +1,86 @@
+"""How much a calibration gains from a cluster: 6 runs serially here, then the same 6
+runs spread over a simulated Ray cluster of 3 nodes (one bench slot each), with fake
+engines whose calls sleep (``PATCHGATE_FAKE_BASE_S``), so that the spreading, not the
+two cores of this machine, is what is timed. Prints one JSON line.
+
+    python tests/measure_spread.py [--base-s 0.02] [--runs 3]
+
+Not a test (nothing asserted): docs/SPREAD.md quotes its numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+sys.path[:0] = [str(TESTS), str(TESTS.parent / "src")]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--base-s", type=float, default=0.02, help="seconds of a fake call")
+    ap.add_argument("--runs", type=int, default=3, help="runs of each kind (2 kinds)")
+    args = ap.parse_args()
+    os.environ["PATCHGATE_FAKE_BASE_S"] = str(args.base_s)
+    import fakes
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from patchgate.profile import get_profile
+    from patchgate.spread.cluster import SLOT
+    from patchgate.tools import calibrate
+
+    prof = get_profile("default").with_overrides(rounds=8, warmup=1, max_looks=1,
+                                                 settle_s=0.0)
+    out = {"runs": 2 * args.runs, "base_s": args.base_s}
+    with tempfile.TemporaryDirectory() as tmp:
+        fakes.install_in_worker()  # the serial path: this process builds fake engines
+        t0 = time.perf_counter()
+        calibrate.calibrate(prof, Path(tmp), calibrate.Plan(
+            runs=args.runs, slowdowns=(0.5,), out=Path(tmp) / "serial.json"), _Quiet())
+        out["serial_s"] = round(time.perf_counter() - t0, 1)
+        t0 = time.perf_counter()
+        c = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": 1, "resources": {SLOT: 1}, "include_dashboard": False})
+        for _ in range(2):
+            c.add_node(num_cpus=1, resources={SLOT: 1})
+        c.wait_for_nodes()
+        ray.init(address=c.address, logging_level="ERROR", log_to_driver=False,
+                 runtime_env={"worker_process_setup_hook": "fakes.install_in_worker",
+                              "env_vars": {"PYTHONPATH": os.pathsep.join(sys.path[:2] + [
+                                  os.environ.get("PYTHONPATH", "")]),
+                                  "PATCHGATE_FAKE_BASE_S": str(args.base_s)}})
+        out["cluster_start_s"] = round(time.perf_counter() - t0, 1)
+        t0 = time.perf_counter()
+        doc = calibrate.calibrate(prof, Path(tmp), calibrate.Plan(
+            runs=args.runs, slowdowns=(0.5,), out=Path(tmp) / "spread.json", ray="auto"),
+            _Quiet())
+        out["spread_s"] = round(time.perf_counter() - t0, 1)
+        out["nodes_used"] = len({r["node"]["id"] for r in doc["runs"]})
+        out["spread_over_serial"] = round(out["spread_s"] / out["serial_s"], 2)
+        out["with_start_over_serial"] = round(
+            (out["spread_s"] + out["cluster_start_s"]) / out["serial_s"], 2)
+        ray.shutdown()
+        c.shutdown()
+    print(json.dumps(out))
+    return 0
+
+
+class _Quiet:
+    def say(self, text):
+        pass
+
+    def progress(self, total, desc):
+        from patchgate.report.console import Silent
+
+        return Silent(total)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
