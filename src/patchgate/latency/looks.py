@@ -235,7 +235,13 @@ def _looks(configs: Configurations, prof: Profile, result: LatencyResult, series
             wanted = sorted({i for items in series.items.values() for i in items})
         else:
             wanted = sorted({i for d in series.decisions.values() for i in decide.pending(d)})
-            if not wanted or _score_slower(series):
+            if wanted and _score_slower(series):
+                result.notes.append(
+                    f"the pooled score was slower after look {k - 1}: {', '.join(wanted)} "
+                    "got no more looks in these processes (a rejection needs the score "
+                    "alone; their rows keep their ratios and intervals, undecided)")
+                return
+            if not wanted:
                 return
         pend = _needed(wanted, result.scenarios)
         if k > 1:

@@ -371,8 +371,9 @@ def handle(args) -> int:
     reporter.say(f"calibrating {profile.name}: {args.runs} runs x {1 + len(slowdowns)} kinds "
                  f"x {len(conditions)} condition(s) ({', '.join(conditions)}), each the "
                  "latency phase of a gate run; nothing is written until the end")
-    doc = calibrate(profile, args.baselines, Plan(args.runs, slowdowns, args.out, args.append,
-                                                  args.load, conditions, args.ray), reporter)
+    plan = Plan(runs=args.runs, slowdowns=slowdowns, out=args.out, append=args.append,
+                load=args.load, conditions=conditions, ray=args.ray)
+    doc = calibrate(profile, args.baselines, plan, reporter)
     print(render(doc))
     return 0
 

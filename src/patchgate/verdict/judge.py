@@ -145,12 +145,19 @@ def latency_reasons(scenario_rows: list[Row], block: Latency, compared_with: str
     out = []
     score = block["score"]
     if score["outcome"] == stats.SLOWER:
+        # the scenarios that carry it, in words: those whose interval lies wholly beyond
+        # the threshold, though not tested alone (a slower score ends the looks)
+        carry = [f"{r['name']} {_pct(r['ratio'])}" for r in sorted(
+            scenario_rows, key=lambda r: -r["ratio"]) if not r["regressed"]
+            and (r.get("ci_low") or 0) > 1 + th]
         out.append(
             f"the score is {-100 * score['score_change']:.1f} % lower than the "
             f"{compared_with}'s: {together(len(scenario_rows))} are {_pct(score['ratio'])} "
             f"slower (score-weighted, paired by round; {100 * (1 - 2 * block['alpha_look']):.1f}"
             f" % CI {_interval(score)}, p={score['p_value']:.2g})"
-            f", beyond the {100 * th:g} % threshold{_again(score['confirmation'])}")
+            f", beyond the {100 * th:g} % threshold{_again(score['confirmation'])}"
+            + (f"; the intervals of {', '.join(carry)} lie wholly beyond it"
+               if carry else ""))
     for r in scenario_rows:
         if r["regressed"]:
             out.append(
