@@ -113,3 +113,25 @@ class FakeReporter:
         from patchgate.report.console import Silent
 
         return Silent(total)
+
+
+def test_after_a_slower_score_the_fresh_processes_can_name_the_scenarios():
+    """First processes, 8 rounds: the pooled score slower, no scenario decidable alone.
+    The fresh processes test every item; a scenario they find slower counts (the score
+    in the first, it in the fresh ones), one they do not stays as it was."""
+    prof = PROFILE.with_overrides(rounds=8)
+    scen = looks.Schedule.static(prof).scenarios
+    base = {s.name: [1.0 + 0.001 * i for i in range(8)] for s in scen}
+    slow = {n: [x * 1.3 for x in xs] for n, xs in base.items()}
+    first = looks.judged({"candidate": slow, "current": base, "reference": base}, scen, prof)
+    assert first.decisions["current"]["score"].outcome == "slower"
+    assert first.decisions["current"]["decode_b1"].outcome == "undecided"
+    base12 = {s.name: [1.0 + 0.001 * i for i in range(12)] for s in scen}
+    fresh = dict(base12, decode_b1=[x * 1.3 for x in base12["decode_b1"]])
+    again = looks.judged({"candidate": fresh, "current": base12, "reference": base12}, scen,
+                         prof.with_overrides(rounds=12))
+    first.confirmation = again.decisions
+    assert again.decisions["current"]["decode_b1"].outcome == "slower"
+    assert first.final("current", "decode_b1") == "slower"
+    assert first.final("current", "prefill_b1") == "undecided"
+    assert not first.unconfirmed("current", "decode_b1")

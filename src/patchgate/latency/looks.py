@@ -9,7 +9,7 @@
    Each look tests at alpha / ``max_looks``, so the false-alarm rate stays at alpha
    whatever the number of looks taken. The reference runs in the first look only:
    it serves the score, not the decision. Once the pooled score is slower, no more
-   looks: the rejection then rests on the confirmation alone.
+   looks: the confirmation then tests every scenario as well as the score.
 3. **Confirmation in fresh processes.** Two processes running the same code can
    differ steadily (on a shared CPU, measured: decode_b1 up to 44 % between two
    worker processes of the same model). Any item found slower is measured again in
@@ -79,11 +79,20 @@ class LatencyResult:
         """The outcome that counts. An item found slower is measured again in fresh
         processes; there the fresh measurement decides: "slower" only if it agrees,
         else its own outcome (a fresh "equivalent" shows the first was the processes,
-        not the change; a fresh "undecided" leaves the item undecided)."""
+        not the change; a fresh "undecided" leaves the item undecided). When the pooled
+        score was slower in the first processes, the fresh ones test every scenario too
+        (the looks there stopped before a scenario alone could be tested): one they find
+        slower is slower, the score in the first processes and it in the fresh ones."""
         first = self.decisions[comparison][item].outcome
-        if first != SLOWER or comparison not in self.confirmation:
+        again = self.confirmation.get(comparison, {}).get(item)
+        if first != SLOWER:
+            score = self.decisions[comparison].get(decide.SCORE)
+            if again is not None and again.outcome == SLOWER and score is not None \
+                    and score.outcome == SLOWER:
+                return SLOWER
             return first
-        again = self.confirmation[comparison].get(item)
+        if comparison not in self.confirmation:
+            return first
         return again.outcome if again is not None else UNDECIDED
 
     def unconfirmed(self, comparison: str, item: str) -> bool:
@@ -238,8 +247,8 @@ def _looks(configs: Configurations, prof: Profile, result: LatencyResult, series
             if wanted and _score_slower(series):
                 result.notes.append(
                     f"the pooled score was slower after look {k - 1}: {', '.join(wanted)} "
-                    "got no more looks in these processes (a rejection needs the score "
-                    "alone; their rows keep their ratios and intervals, undecided)")
+                    "got no more looks in these processes; the fresh processes test them "
+                    "with the score")
                 return
             if not wanted:
                 return
@@ -293,6 +302,9 @@ def _confirm(configs: Configurations, prof: Profile, result: LatencyResult, agai
     flagged = {comp: items for comp, items in flagged.items() if items}
     if not flagged:
         return
+    for comp in flagged:  # a slower score: the fresh processes test every item of it
+        if decide.SCORE in flagged[comp]:  # (they measure every scenario for it anyway)
+            flagged[comp] = _items(comp, result.scenarios)
     items_all = sorted({i for items in flagged.values() for i in items})
     labels = ("candidate", *flagged)
     reporter.phase("confirm_engines", f"slower: {', '.join(items_all)}; measuring again in "
