@@ -89,3 +89,17 @@ def write_patch(folder: Path, name: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / name).write_text(f'"""{name}."""\n\n\ndef apply(model):\n    return None\n')
     return folder
+
+
+# apply() of a patch that makes every forward pass 20 ms slower (twice as slow on the
+# default model's decode): the attack tests' slow patches end with it
+SLOW_APPLY = """def apply(model):
+    forward = model.forward
+
+    def slow(*args, **kwargs):
+        out = forward(*args, **kwargs)
+        time.sleep(0.02)
+        return out
+
+    model.forward = slow
+"""

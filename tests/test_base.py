@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import snapshot
+from fakes import SLOW_APPLY
 
 from patchgate.cli import main
 from patchgate.errors import PatchgateError
@@ -91,21 +92,8 @@ def test_an_unknown_base_is_an_error_with_the_next_step(tmp_path):
     assert "not a commit" in e.value.message and "git fetch" in e.value.hint
 
 
-SLOW = '''"""Attack: twice as slow, listed by the pull request as already accepted."""
-
-import time
-
-
-def apply(model):
-    forward = model.forward
-
-    def slow(*args, **kwargs):
-        out = forward(*args, **kwargs)
-        time.sleep(0.02)
-        return out
-
-    model.forward = slow
-'''
+SLOW = '"""Attack: twice as slow, listed by the pull request as already accepted."""\n\n' \
+    "import time\n\n\n" + SLOW_APPLY
 
 
 @pytest.mark.slow

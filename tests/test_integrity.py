@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import GATE_PROFILE, gate_options, snapshot
+from fakes import SLOW_APPLY
 
 from patchgate import sandbox
 from patchgate.cli import main
@@ -242,17 +243,7 @@ for _start in _starts:
         except (OSError, ValueError):
             pass
 
-
-def apply(model):
-    forward = model.forward
-
-    def slow(*args, **kwargs):
-        out = forward(*args, **kwargs)
-        time.sleep(0.02)
-        return out
-
-    model.forward = slow
-'''
+''' + SLOW_APPLY
 
 
 def forging_checkout(folder: Path, work: Path) -> Path:
