@@ -41,7 +41,9 @@ FROZEN = {p.name: p for p in (
             "shape on one H200 (SGLang): 8B kernels, the default model's answers",
             model="models/default", grow="minicpm4-8b", engine="sglang", device="cuda",
             dtype="bfloat16", lengths=GPU, rounds=8, thresholds=Thresholds(latency=0.02),
-            eval_batch_size=64),
+            eval_batch_size=64, warmup_tokens=2,
+            engine_args={"chunked_prefill_size": 8192,
+                         "cuda_graph_bs_prefill": [128, 1024, 2048, 8192]}),
     Profile(name="target-template",
             description="template for the real target (MiniCPM-SALA or any model path) on "
             "your own GPU runner; copy and set model",

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from patchgate.engines import sglang_hook
-from patchgate.engines.sglang import FORCED, server_args
+from patchgate.engines.sglang import FORCED, prefill_chunks, server_args
 from patchgate.errors import PatchgateError
 from patchgate.patches import discover
 from patchgate.patches.apply import apply_patches
@@ -173,3 +173,21 @@ def test_planted_failing_patch_raises_in_apply_and_is_named():
     (patch,) = discover(GPU_FIXTURES / "raise_in_apply")
     with pytest.raises(PatchgateError, match="0001-raise-in-apply.py: apply\\(\\) raised"):
         apply_patches(object(), [patch], "sglang")
+
+
+def test_prefill_chunks_follow_batch_and_lengths():
+    prof = get_profile("h200-minicpm8b")
+    assert prefill_chunks(prof, 8192) == {128, 1024, 2048, 8192}
+    assert prefill_chunks(prof, 4096) == {128, 1024, 2048, 4096}
+    odd = prof.with_overrides(batch_sizes=(3,))
+    assert prefill_chunks(odd, 4096) == {384, 4096, 6144 - 4096}
+
+
+@pytest.mark.parametrize("name", ["h200-minicpm8b"])
+def test_a_profile_that_limits_prefill_graphs_holds_every_scenario_chunk(name):
+    prof = get_profile(name)
+    args = prof.engine_args
+    assert prefill_chunks(prof, args["chunked_prefill_size"]) <= \
+        set(args["cuda_graph_bs_prefill"])
+    plain = prof.with_overrides(grow=None)  # server_args reads model_path(): no 8B build
+    assert server_args(plain, [])["cuda_graph_bs_prefill"] == args["cuda_graph_bs_prefill"]

@@ -59,3 +59,18 @@ def test_a_model_that_is_not_a_folder_is_recorded_by_name(tmp_path):
     assert fp == {"model": "name:openbmb/MiniCPM4-8B", "tasks": None}
     assert workload.differences(None, fp) == [
         "model: stored none recorded, here name:openbmb/MiniCPM4-8B"]
+
+
+def test_engine_settings_join_the_fingerprint_only_when_the_profile_sets_any(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    plain = workload.fingerprint(model, None)
+    assert workload.fingerprint(model, None, engine_args={}) == plain  # stored ones stay
+    graphs = workload.fingerprint(model, None, engine_args={"cuda_graph_bs_prefill": [8]})
+    assert graphs["model"] == plain["model"]
+    assert graphs != workload.fingerprint(model, None,
+                                          engine_args={"cuda_graph_bs_prefill": [8, 16]})
+    # a stored reference without settings is not reused by a profile with some
+    assert workload.differences(plain, graphs) == \
+        ["engine_args: stored none recorded, here " + graphs["engine_args"][:12] + "..."]

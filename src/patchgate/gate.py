@@ -111,7 +111,8 @@ def _measure(run: _Run, configs: Configurations, scenario_set, guard, notes: lis
                                           explain_dir=out,
                                           explicit_folder=opts.json_path is None))
     env = environment.fingerprint(prof.engine, prof.device)
-    work = workload.fingerprint(prof.model_path(), prof.task_folder(), prof.model)
+    work = workload.fingerprint(prof.model_path(), prof.task_folder(), prof.model,
+                                prof.engine_args)
     where = f"{_rel(opts.baselines_dir)}/{prof.name}/reference.json"
     found = guard.evaluate(guards.Context(
         profile=prof, configs=configs, reporter=reporter,

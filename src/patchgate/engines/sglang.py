@@ -64,6 +64,22 @@ def server_args(profile, patches, known: set[str] | None = None, share: float = 
     return args
 
 
+def prefill_chunks(profile, chunk: int) -> set[int]:
+    """Token counts of the prefill forward passes the six static scenarios run, with
+    SGLang's chunked prefill of ``chunk`` tokens: a scenario's ``batch x input`` tokens
+    go in full chunks, then the rest. A profile that captures prefill CUDA graphs only
+    for some sizes (``cuda_graph_bs_prefill``) must hold these, or the timed calls
+    would run other code than the graphs of a default engine."""
+    found: set[int] = set()
+    for b in profile.batch_sizes:
+        for tokens in (b * profile.lengths.prefill_input, b * profile.lengths.decode_input):
+            if tokens >= chunk:
+                found.add(chunk)
+            if tokens % chunk:
+                found.add(tokens % chunk)
+    return found
+
+
 def model_vocab_size(model_dir: Path) -> int:
     """``vocab_size`` of the model's config.json (random-weight models ship no tokenizer)."""
     cfg = Path(model_dir) / "config.json"

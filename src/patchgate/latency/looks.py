@@ -172,7 +172,8 @@ def run(configs: Configurations, prof: Profile, reporter, schedule: Schedule | N
     engines = configs.by_name()
     n = len(engines)
     reporter.say(f"latency: {len(scenarios)} scenarios x {n} configurations x "
-                 f"{balanced_rounds(prof.rounds, n)} rounds (+{prof.warmup} warm-up), "
+                 f"{balanced_rounds(prof.rounds, n)} rounds (+{prof.warmup} warm-up"
+                 f"{_short_warmup(prof)}), "
                  f"interleaved; up to {k_max} looks")
     with reporter.progress(_calls(prof, scenarios, n, prof.warmup), "latency") as bar:
         # the first look measures every configuration, the reference too: it gives the
@@ -339,6 +340,13 @@ def _by_batch(scenarios: list[Scenario], batch_sizes) -> dict[str, list[Scenario
         if s.batch_size in keys:
             out.setdefault(keys[s.batch_size], []).append(s)
     return out
+
+
+def _short_warmup(prof) -> str:
+    """``", <= 2 tokens a call"`` where warm-up calls stop early, else nothing."""
+    if not prof.warmup or prof.warmup_tokens is None:
+        return ""
+    return f", <= {prof.warmup_tokens} tokens a call"
 
 
 def _calls(prof, scenarios, configurations: int, warmup: int) -> int:

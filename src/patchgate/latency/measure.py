@@ -29,7 +29,9 @@ reference's on the same inputs (:mod:`.outputs`), and the machine's other CPU wo
 during each call is summed per configuration (:mod:`.offclock`): work that runs only
 while the others are timed is an error.
 
-The first ``warmup`` rounds are thrown away; the raw samples of the others are kept.
+The first ``warmup`` rounds are thrown away (their calls may stop after
+``warmup_tokens``: the shapes warm up, the long decode is not paid for); the raw
+samples of the others are kept.
 """
 
 from __future__ import annotations
@@ -55,13 +57,21 @@ class Rounds:
     seed: int = 0
     settle_s: float = 0.0
     first: int = 0  # the index of the first round: each round draws its own token ids
+    warmup_tokens: int | None = None  # a warm-up call's output, at most (None: whole)
 
     @classmethod
     def of(cls, profile, warmup: bool = True, first: int = 0) -> Rounds:
         """The profile's schedule (``warmup=False``: a further look, no warm-up), its
         rounds numbered from ``first`` (looks and confirmations use their own ranges)."""
         return cls(profile.rounds, profile.warmup if warmup else 0, profile.seed,
-                   profile.settle_s, first)
+                   profile.settle_s, first, profile.warmup_tokens)
+
+    def output_len(self, scenario: Scenario, timed: bool) -> int:
+        """Tokens a call generates: the scenario's, or at most ``warmup_tokens`` in a
+        warm-up call (the same prompt shape and batch, a short decode)."""
+        if timed or self.warmup_tokens is None:
+            return scenario.output_len
+        return min(scenario.output_len, self.warmup_tokens)
 
 
 def balanced_rounds(rounds: int, configurations: int) -> int:
@@ -107,7 +117,7 @@ def measure(engines: Mapping[str, Engine], scenarios: list[Scenario], rounds: Ro
             batch[key] = prompt_ids(s, vocab, rounds.seed, rounds.first + r)
         before = meter.start(label) if timed else None
         t0 = time.perf_counter()
-        timing = engines[label].timed_generate(batch[key], s.output_len)
+        timing = engines[label].timed_generate(batch[key], rounds.output_len(s, timed))
         if timed:
             wall[label][s.name].append(time.perf_counter() - t0)
             meter.stop(label, s.name, rounds.first + r, before)

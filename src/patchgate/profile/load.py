@@ -256,6 +256,7 @@ _POSITIVE, _COUNT, _FRACTION = Range(0, lo_open=True), Range(1), Range(0, 1, Tru
 RANGES = {
     "rounds": Range(2),  # a paired test needs two rounds
     "warmup": Range(0),
+    "warmup_tokens": _COUNT,
     "max_looks": _COUNT,
     "settle_s": Range(0),
     "call_timeout_s": _POSITIVE,

@@ -86,6 +86,11 @@ class Profile:
     batch_sizes: tuple[int, ...] = BATCH_SIZES
     rounds: int = 10  # timed rounds per configuration and scenario
     warmup: int = 1  # thrown-away rounds before timing
+    # Warm-up calls generate at most this many tokens (None: the scenario's own output):
+    # each scenario's prefill shape and decode batch still run once before timing, the
+    # long decode does not (on an H100 only an engine's very first call paid anything,
+    # docs/gpu-runs/2026-12-06c; a whole warm-up round was about 19 s a look there).
+    warmup_tokens: int | None = None
     # The budget of an undecided comparison: at most this many looks of ``rounds``
     # rounds each (the first included); every look tests at alpha / max_looks.
     max_looks: int = 3

@@ -1,4 +1,5 @@
-"""What an accuracy number was measured on: the model's files and the task data.
+"""What an accuracy number was measured on: the model's files, the task data, and
+the engine's settings where the profile sets any.
 
 A stored reference accuracy (per item) stands in for a new measurement only when the
 model and the task files are the very same bytes: a retrained model or regenerated
@@ -18,11 +19,18 @@ as its source: that folder's ``grown.json`` (hashed in full) names the source fi
 sha256, the shape and the growth version, and the build is deterministic, so the
 same source grown on another machine gives the same fingerprint, while a new source,
 shape or growth rule gives another.
+
+A profile's ``engine_args`` (SGLang's settings: which CUDA graphs it captures, say)
+can change the numbers a model computes, if only in the last bits (a padded graph
+shape runs other GEMM tiles than eager), so they are part of the fingerprint, as the
+key ``engine_args``, present only when the profile sets any: the fingerprints stored
+by profiles without settings stay what they were.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 FULL_HASH_LIMIT = 64 * 2**20
@@ -32,14 +40,19 @@ _SKIP_DIRS = frozenset({"__pycache__", ".git"})
 
 
 def fingerprint(model: Path | str, task_path: Path | str | None,
-                name: str | None = None) -> dict:
+                name: str | None = None, engine_args: dict | None = None) -> dict:
     """``{"model": ..., "tasks": ...}``: a sha256 of each folder (``None`` for no tasks),
-    or ``name`` (the profile's model setting) when the model is not a local folder."""
+    or ``name`` (the profile's model setting) when the model is not a local folder; and
+    ``"engine_args"`` (a sha256 of them) when ``engine_args`` sets anything."""
     model = Path(model)
-    return {
+    found = {
         "model": _digest(model) if model.is_dir() else f"name:{name or model}",
         "tasks": _digest(Path(task_path)) if task_path and Path(task_path).is_dir() else None,
     }
+    if engine_args:
+        text = json.dumps(engine_args, sort_keys=True, default=str)
+        found["engine_args"] = hashlib.sha256(text.encode()).hexdigest()
+    return found
 
 
 def differences(stored: dict | None, here: dict) -> list[str]:
