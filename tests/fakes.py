@@ -19,6 +19,8 @@ from pathlib import Path
 from patchgate.engines.base import Timing
 
 BASE_S = float(os.environ.get("PATCHGATE_FAKE_BASE_S", "0.002"))  # a Ray worker's too
+# an accuracy batch (loglikelihood, generate_until) sleeps this long: spreading is timed
+BATCH_S = float(os.environ.get("PATCHGATE_FAKE_BATCH_S", "0.0"))
 
 
 def factor(patches) -> float:
@@ -47,6 +49,9 @@ class FakeEngine:
     def ready(self):
         return self
 
+    def describe(self):
+        return f"{self.label} ({', '.join(p.name for p in self.patches) or 'no patches'})"
+
     def cpu_seconds(self):
         return None  # in the gate's process: not told apart (the off-clock check is off)
 
@@ -55,6 +60,18 @@ class FakeEngine:
         dt = BASE_S * self.factor * (1 + 0.002 * self._rng.random())
         time.sleep(dt)
         return Timing(dt, tuple(row[-1] % self.vocab_size for row in batch))
+
+    def loglikelihood(self, requests):
+        """A score per (context, continuation) that is a function of the ids alone."""
+        time.sleep(BATCH_S)
+        return [(-float(sum(cont) % 97) - 0.01 * len(ctx), sum(cont) % 2 == 0)
+                for ctx, cont in requests]
+
+    def generate_until(self, prompts, max_new_tokens, stop_ids):
+        """Three tokens per prompt, a function of the prompt alone."""
+        time.sleep(BATCH_S)
+        return [[(p[-1] + k) % self.vocab_size for k in range(min(3, max_new_tokens))]
+                for p in prompts]
 
     def close(self) -> None:
         self.closed = True
@@ -76,7 +93,11 @@ def use_fake_engines(monkeypatch) -> list[FakeEngine]:
 
 def install_in_worker() -> None:
     """In a Ray worker (``runtime_env={"worker_process_setup_hook":
-    "fakes.install_in_worker"}``): every engine it starts is a :class:`FakeEngine`."""
+    "fakes.install_in_worker"}``): every engine it starts is a :class:`FakeEngine`,
+    unless the worker's environment sets ``PATCHGATE_REAL_ENGINES=1`` (an actor that
+    runs the real model: its own runtime_env)."""
+    if os.environ.get("PATCHGATE_REAL_ENGINES") == "1":
+        return
     from patchgate.engines import cpu, factory
 
     cpu.busy_cores = lambda *a, **k: 0.0

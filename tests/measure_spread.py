@@ -4,6 +4,11 @@ engines whose calls sleep (``PATCHGATE_FAKE_BASE_S``), so that the spreading, no
 two cores of this machine, is what is timed. Prints one JSON line.
 
     python tests/measure_spread.py [--base-s 0.02] [--runs 3]
+    python tests/measure_spread.py --accuracy [--batch-s 0.5]
+
+``--accuracy``: the accuracy guard's tasks (lm-eval, the default suite, 600 items)
+serially through one fake engine whose every batch sleeps ``--batch-s``, then through
+a pool of three actors on the three nodes; the per-item scores compared.
 
 Not a test (nothing asserted): docs/SPREAD.md quotes its numbers.
 """
@@ -19,21 +24,24 @@ import time
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
-sys.path[:0] = [str(TESTS), str(TESTS.parent / "src")]
+PATHS = [str(TESTS), str(TESTS.parent / "src")]  # the workers' too
+sys.path[:0] = PATHS
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base-s", type=float, default=0.02, help="seconds of a fake call")
     ap.add_argument("--runs", type=int, default=3, help="runs of each kind (2 kinds)")
+    ap.add_argument("--accuracy", action="store_true", help="time the accuracy pool instead")
+    ap.add_argument("--batch-s", type=float, default=0.5, help="seconds of a fake batch")
     args = ap.parse_args()
+    if args.accuracy:
+        return accuracy(args)
     os.environ["PATCHGATE_FAKE_BASE_S"] = str(args.base_s)
     import fakes
     import ray
-    from ray.cluster_utils import Cluster
 
     from patchgate.profile import get_profile
-    from patchgate.spread.cluster import SLOT
     from patchgate.tools import calibrate
 
     prof = get_profile("default").with_overrides(rounds=8, warmup=1, max_looks=1,
@@ -46,16 +54,7 @@ def main() -> int:
             runs=args.runs, slowdowns=(0.5,), out=Path(tmp) / "serial.json"), _Quiet())
         out["serial_s"] = round(time.perf_counter() - t0, 1)
         t0 = time.perf_counter()
-        c = Cluster(initialize_head=True, head_node_args={
-            "num_cpus": 1, "resources": {SLOT: 1}, "include_dashboard": False})
-        for _ in range(2):
-            c.add_node(num_cpus=1, resources={SLOT: 1})
-        c.wait_for_nodes()
-        ray.init(address=c.address, logging_level="ERROR", log_to_driver=False,
-                 runtime_env={"worker_process_setup_hook": "fakes.install_in_worker",
-                              "env_vars": {"PYTHONPATH": os.pathsep.join(sys.path[:2] + [
-                                  os.environ.get("PYTHONPATH", "")]),
-                                  "PATCHGATE_FAKE_BASE_S": str(args.base_s)}})
+        c = _cluster({"PATCHGATE_FAKE_BASE_S": str(args.base_s)})
         out["cluster_start_s"] = round(time.perf_counter() - t0, 1)
         t0 = time.perf_counter()
         doc = calibrate.calibrate(prof, Path(tmp), calibrate.Plan(
@@ -74,6 +73,68 @@ def main() -> int:
             (out["spread_s"] + out["cluster_start_s"]) / out["serial_s"], 2)
         ray.shutdown()
         c.shutdown()
+    print(json.dumps(out))
+    return 0
+
+
+def _cluster(env: dict):
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from patchgate.spread.cluster import SLOT
+
+    c = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 1, "resources": {SLOT: 1}, "include_dashboard": False})
+    for _ in range(2):
+        c.add_node(num_cpus=1, resources={SLOT: 1})
+    c.wait_for_nodes()
+    ray.init(address=c.address, logging_level="ERROR", log_to_driver=False,
+             runtime_env={"worker_process_setup_hook": "fakes.install_in_worker",
+                          "env_vars": {"PYTHONPATH": os.pathsep.join(PATHS + [
+                              os.environ.get("PYTHONPATH", "")]), **env}})
+    return c
+
+
+def accuracy(args) -> int:
+    os.environ["PATCHGATE_FAKE_BATCH_S"] = str(args.batch_s)
+    import fakes
+    import ray
+
+    from patchgate.guard.lmeval import Tasks, run_guard_tasks
+    from patchgate.guard.sequential import scores
+    from patchgate.profile import get_profile
+    from patchgate.spread.accuracy import EnginePool
+
+    prof = get_profile("default")
+    spec = Tasks.of(prof)
+    out = {"batch_s": args.batch_s, "actors": 3}
+    here = fakes.FakeEngine(prof, [], "reference")
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(prof.model_path(), trust_remote_code=True)
+    t0 = time.perf_counter()
+    serial = run_guard_tasks(here, tok, spec)
+    out["serial_s"] = round(time.perf_counter() - t0, 1)
+    t0 = time.perf_counter()
+    c = _cluster({"PATCHGATE_FAKE_BATCH_S": str(args.batch_s)})
+    out["cluster_start_s"] = round(time.perf_counter() - t0, 1)
+    t0 = time.perf_counter()
+    pool = EnginePool(prof, [], "reference", actors=3)
+    out["pool_start_s"] = round(time.perf_counter() - t0, 1)
+    try:
+        t0 = time.perf_counter()
+        spread = run_guard_tasks(pool, pool.tokenizer, spec)
+        out["spread_s"] = round(time.perf_counter() - t0, 1)
+        out["batches_per_node"] = sorted(pool.spread()["batches_per_node"].values())
+    finally:
+        pool.close()
+    out["items"] = sum(len(t) for t in scores(serial).values())
+    out["identical_scores"] = scores(spread) == scores(serial)
+    out["spread_over_serial"] = round(out["spread_s"] / out["serial_s"], 2)
+    out["with_pool_start_over_serial"] = round(
+        (out["spread_s"] + out["pool_start_s"]) / out["serial_s"], 2)
+    ray.shutdown()
+    c.shutdown()
     print(json.dumps(out))
     return 0
 

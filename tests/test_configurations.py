@@ -78,3 +78,62 @@ def test_a_failing_start_closes_the_engines_already_started(monkeypatch, patches
 def test_configurations_need_the_three_labels():
     with pytest.raises(ValueError, match="candidate, current and reference"):
         Configurations(PROFILE, {"candidate": [], "reference": []})
+
+
+def test_accuracy_engines_are_the_runs_own_or_pools_it_owns(monkeypatch, patches):
+    """Without a pool maker the guard gets the configuration's engine (started if need
+    be); with one (``guard --ray``), one pool per patch set, built once, closed with the
+    configurations, and the local engines are not started for it."""
+    from fakes import FakeEngine
+
+    built = use_fake_engines(monkeypatch)
+    sets = {"candidate": patches, "current": patches, "reference": []}
+    with Configurations(PROFILE, sets) as configs:
+        assert configs.accuracy_engine("candidate") is configs.engine("candidate")
+        assert configs.accuracy_spread() is None
+    pools: list = []
+
+    class Pool(FakeEngine):
+        def spread(self):
+            return {"actors": 1}
+
+    def make(profile, patch_set, name):
+        pools.append(Pool(profile, patch_set, name))
+        return pools[-1]
+
+    built.clear()
+    with Configurations(PROFILE, sets) as configs:
+        configs.spread_accuracy(make)
+        cand = configs.accuracy_engine("candidate")
+        assert configs.accuracy_engine("current") is cand  # one pool per patch set
+        ref = configs.accuracy_engine("reference")
+        assert [p.label for p in pools] == ["candidate+current", "reference"]
+        assert not configs.started  # no local engine was started for accuracy
+        assert configs.accuracy_spread() == {"candidate+current": {"actors": 1},
+                                             "reference": {"actors": 1}}
+    assert cand.closed and ref.closed
+
+
+def test_the_guards_batches_go_to_an_engine_whole_and_in_order():
+    """answer_batches: a plain engine answers batch after batch; an engine with
+    answer_all (a pool) gets them all at once; the ticks count requests."""
+    from patchgate.guard.lm_model import answer_batches
+
+    class Plain:
+        def loglikelihood(self, pairs):
+            return [(float(len(c)), True) for c, _ in pairs]
+
+    batches = [([([1] * n, [2])] * n,) for n in (3, 1, 2)]
+    ticks: list[int] = []
+    out = answer_batches(Plain(), "loglikelihood", batches, ticks.append)
+    assert out == [[(3.0, True)] * 3, [(1.0, True)], [(2.0, True)] * 2] and ticks == [3, 1, 2]
+
+    class Spread(Plain):
+        seen = None
+
+        def answer_all(self, verb, many, tick):
+            Spread.seen = (verb, len(many))
+            return [getattr(self, verb)(*args) for args in many]
+
+    assert answer_batches(Spread(), "loglikelihood", batches) == out
+    assert Spread.seen == ("loglikelihood", 3)

@@ -70,6 +70,90 @@ def test_a_cluster_without_a_bench_slot_is_refused_by_name(three_nodes):
         cluster.one_class({"A-1": ["run 1"], "B-2": ["run 2"]}, "this calibration")
 
 
+def test_a_pool_answers_every_batch_whole_and_in_the_serial_order(three_nodes):
+    from fakes import FakeEngine
+
+    from patchgate.spread.accuracy import EnginePool
+
+    pool = EnginePool(PROFILE, [], "reference", actors=3)
+    batches = [([([i, j], [j, i + 1]) for j in range(3)],) for i in range(12)]
+    ticks: list[int] = []
+    try:
+        got = pool.answer_all("loglikelihood", batches, ticks.append)
+        info = pool.spread()
+    finally:
+        pool.close()
+    local = FakeEngine(PROFILE, [], "reference")
+    assert got == [local.loglikelihood(*b) for b in batches]
+    assert ticks == [3] * 12  # one tick per batch, its requests
+    assert info["actors"] == 3 and len(info["nodes"]) == 3 and len(info["classes"]) == 1
+    assert sum(info["batches_per_node"].values()) == 12 and info["lost_nodes"] == []
+    assert actors_alive() == 0  # nothing left behind
+
+
+def test_the_real_model_on_a_pool_gives_every_item_the_serial_score(three_nodes):
+    """The default model through transformers and lm-eval: serially here, then spread
+    over two actors on two nodes (a runtime_env of their own keeps the fakes out)."""
+    from patchgate.engines import factory
+    from patchgate.guard.lmeval import Tasks, run_guard_tasks
+    from patchgate.guard.sequential import scores
+    from patchgate.spread.accuracy import EnginePool
+
+    prof = get_profile("default").with_overrides(threads=1, tasks=("fact_mc", "addition"))
+    spec = Tasks.of(prof)
+    here = factory.start(prof, [], "reference").ready()
+    try:
+        serial = run_guard_tasks(here, here.tokenizer, spec)
+    finally:
+        here.close()
+    pool = EnginePool(prof, [], "reference", actors=2, options={
+        "runtime_env": {"env_vars": {"PATCHGATE_REAL_ENGINES": "1"}}})
+    try:
+        spread = run_guard_tasks(pool, pool.tokenizer, spec)
+        info = pool.spread()
+    finally:
+        pool.close()
+    assert len(info["nodes"]) == 2 and len(info["batches_per_node"]) == 2
+    assert scores(spread) == scores(serial)  # every item, both tasks
+    assert sum(len(t) for t in scores(serial).values()) == 200
+    assert actors_alive() == 0
+
+
+def test_a_gate_run_with_ray_spreads_accuracy_to_the_serial_verdict(three_nodes, tmp_path,
+                                                                   monkeypatch):
+    """``guard --ray``: latency here, accuracy in one actor per configuration; the
+    accuracy block is the serial run's, and it says where it ran."""
+    from fakes import FakeEngine, use_fake_engines
+    from transformers import AutoTokenizer
+
+    from patchgate.gate import GuardOptions, run_guard
+    from patchgate.report.console import Reporter
+
+    use_fake_engines(monkeypatch)
+    prof = PROFILE.with_overrides(tasks=("fact_mc", "addition"))
+    # the serial run's fakes encode the prompts as the pools do: the model's tokenizer
+    monkeypatch.setattr(FakeEngine, "tokenizer", AutoTokenizer.from_pretrained(
+        prof.model_path(), trust_remote_code=True))
+    folder = tmp_path / "patches"
+    fakes_write(folder, "0001-faster-20.py")
+
+    def run(name, **kw):
+        return run_guard(GuardOptions(profile=prof, patches_dir=folder,
+                                      baselines_dir=tmp_path / name, changelog=tmp_path /
+                                      f"{name}.md", base="worktree", quiet=True, **kw),
+                         Reporter(quiet=True))
+
+    spread, serial = run("ray", ray="auto", ray_actors=1), run("serial")
+    a, b = spread["accuracy"], serial["accuracy"]
+    assert a["spread"].keys() == {"candidate", "current+reference"}
+    assert all(v["actors"] == 1 and len(v["classes"]) == 1 for v in a["spread"].values())
+    assert "spread" not in b
+    assert (a["ratio"], a["items_evaluated"], a["decision"]) == \
+        (b["ratio"], b["items_evaluated"], b["decision"])
+    assert spread["verdict"] == serial["verdict"]
+    assert actors_alive() == 0
+
+
 def test_a_run_whose_node_dies_runs_again_elsewhere_or_fails_whole(three_nodes, tmp_path):
     """A node removed while the runs go on: each run is whole (the one it held runs
     again on another node: Ray retries a lost task), or the calibration is an error and
@@ -115,3 +199,57 @@ class _Lines:
         from patchgate.report.console import Silent
 
         return Silent(total)
+
+
+def test_a_pool_whose_node_dies_answers_on_the_others_or_fails_whole(three_nodes):
+    """After the node test above two nodes are left: a pool of one actor on each, the
+    non-head node removed while the batches go on; every batch is answered whole by the
+    actor left (or the run is an error naming the lost nodes), never half an answer."""
+    import threading
+
+    from fakes import FakeEngine
+
+    from patchgate.spread.accuracy import EnginePool
+
+    c, nodes = three_nodes
+    alive = [n for n in nodes if n in c.worker_nodes]
+    pool = EnginePool(PROFILE, [], "reference", actors=2, options={"runtime_env": {
+        "env_vars": {"PATCHGATE_FAKE_BATCH_S": "0.2"}}})
+    batches = [([([i], [i + 1])],) for i in range(20)]
+    killer = threading.Timer(1.0, lambda: c.remove_node(alive[-1]))
+    killer.start()
+    try:
+        got = pool.answer_all("loglikelihood", batches)
+        info = pool.spread()
+    except PatchgateError as e:
+        assert "was lost" in e.message
+    else:
+        local = FakeEngine(PROFILE, [], "reference")
+        assert got == [local.loglikelihood(*b) for b in batches]
+        assert len(info["lost_nodes"]) == 1
+    finally:
+        killer.join()
+        pool.close()
+    assert actors_alive() == 0
+
+
+def actors_alive(wait_s: float = 15.0) -> int:
+    """Engine actors still alive on the cluster, from the GCS's actor table (the state
+    API needs the dashboard, which these nodes do not run; the table lags a little)."""
+    import time
+
+    from ray._private import state
+
+    end = time.monotonic() + wait_s
+    while True:
+        n = len([a for a in state.actors().values()
+                 if a.get("State") != "DEAD" and "EngineActor" in a.get("ActorClassName", "")])
+        if n == 0 or time.monotonic() > end:
+            return n
+        time.sleep(0.3)
+
+
+def fakes_write(folder, name):
+    from fakes import write_patch
+
+    return write_patch(folder, name)

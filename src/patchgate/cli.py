@@ -145,6 +145,14 @@ def _add_guard(sub, root: Path) -> None:
                    "change log and the report); never bypasses the accuracy rule")
     g.add_argument("--force-environment", action="store_true",
                    help="use stored results from another environment (not recommended)")
+    g.add_argument("--ray", metavar="ADDRESS",
+                   help="spread the accuracy guard over a Ray cluster ('auto': the one this "
+                   "machine belongs to): each configuration's engines run in actors (one "
+                   "GPU each on a GPU profile), every item's score as the serial run's; "
+                   "latency stays on this machine (pip install -e .[ray])")
+    g.add_argument("--ray-actors", type=int, metavar="N",
+                   help="with --ray: engines per configuration (default: one per node that "
+                   "offers a bench slot)")
     g.add_argument("--quiet", action="store_true",
                    help="no progress bars or progress lines (the step lines stay)")
     g.set_defaults(handler=None)
@@ -210,13 +218,17 @@ def _guard(args, reporter) -> int:
     if args.allow_slower is not None and not args.allow_slower.strip():
         raise PatchgateError("--allow-slower needs a reason",
                              hint='e.g. --allow-slower "exact softmax: needed for accuracy"')
+    if args.ray_actors is not None and (args.ray is None or args.ray_actors < 1):
+        raise PatchgateError(f"--ray-actors {args.ray_actors}: needs --ray and at least 1",
+                             hint="e.g. --ray auto --ray-actors 4")
     opts = GuardOptions(profile=profile, patches_dir=args.patches,
                         baselines_dir=args.baselines, changelog=args.changelog,
                         json_path=args.json, accept=args.accept, record=args.record,
                         force_environment=args.force_environment, quiet=args.quiet,
                         allow_slower=args.allow_slower, attribute=args.attribute,
                         explain=args.explain, base=args.base,
-                        origin=origin(args.profile, _overrides(args)))
+                        origin=origin(args.profile, _overrides(args)), ray=args.ray,
+                        ray_actors=args.ray_actors)
     verdict = run_guard(opts, reporter)
     print(render_terminal(verdict))
     if args.markdown:

@@ -50,6 +50,8 @@ class GuardOptions:
     explain: bool = False  # profile the scenarios found slower, both sides, and diff
     base: str | None = None  # the git revision whose stored state judges (None: HEAD)
     origin: dict | None = None  # the profile's file, hash and overrides (profile.origin)
+    ray: str | None = None  # a Ray cluster's address: accuracy spreads over its nodes
+    ray_actors: int | None = None  # engines per configuration there (None: one per node)
 
 
 @dataclass
@@ -95,6 +97,11 @@ def run_guard(opts: GuardOptions, reporter: Reporter | None = None) -> document.
     probe([p for p in patch_sets["candidate"] if p.has_apply], prof.import_timeout_s,
           run.watch.roots, restore=run.watch.stored)
     with Configurations(prof, patch_sets, reporter.say) as configs:
+        if opts.ray:  # accuracy on the cluster; latency stays here, both sides on one node
+            from .spread import accuracy as spread_accuracy
+
+            configs.spread_accuracy(spread_accuracy.pools(opts.ray, opts.ray_actors,
+                                                          say=reporter.say))
         verdict, record = _measure(run, configs, scenario_set, guard, notes)
     reporter.phase("write", "writing results")
     writes.write(opts, store, verdict, record, run.watch)
@@ -128,6 +135,8 @@ def _measure(run: _Run, configs: Configurations, scenario_set, guard, notes: lis
               if opts.attribute else None}
     if opts.json_path and flipped:
         accuracy_doc["flips_file"] = flips_file.path_for(opts.json_path).name
+    if configs.accuracy_spread():
+        accuracy_doc["spread"] = configs.accuracy_spread()
     reporter.phase("judge")
     compared = "current baseline" if not configs.same("current", "reference") or \
         run.stored["current"] else "reference"

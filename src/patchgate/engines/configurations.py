@@ -13,6 +13,10 @@ labels ("candidate+current"). :class:`Configurations` starts the engines, starts
 them again in fresh processes (a confirmation), closes them, and looks them up by
 label or by name. Nothing else in the gate holds an engine. On the CPU, the number of
 threads every engine of the run uses is fixed at the first start (:mod:`.cpu`).
+
+The accuracy guard asks for :meth:`Configurations.accuracy_engine`: the configuration's
+engine, or, where the run spreads accuracy (:meth:`Configurations.spread_accuracy`, the
+gate's ``--ray``), a pool of engines elsewhere that this object owns and closes too.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ class Configurations:
         self.starts = 0
         self._engine_profile = None  # the profile with this run's CPU threads fixed
         self.notes: list[str] = []  # for the verdict: how the engines were started
+        self._pool_maker: Callable | None = None  # (profile, patches, label) -> engine
+        self._pools: dict[str, Engine] = {}  # by key
 
     # ------------------------------------------------------------------ naming
     def name(self, label: str) -> str:
@@ -109,6 +115,30 @@ class Configurations:
     def engine(self, label: str) -> Engine:
         return self._engines[self.keys[label]]
 
+    def spread_accuracy(self, make: Callable) -> None:
+        """Accuracy through engines that ``make(profile, patches, label)`` builds (a pool
+        of Ray actors, :mod:`patchgate.spread.accuracy`) instead of this run's engines."""
+        self._pool_maker = make
+
+    def accuracy_engine(self, label: str) -> Engine:
+        """The engine the accuracy guard evaluates ``label`` with: its pool where accuracy
+        spreads (built on first use), else its engine here (started if need be)."""
+        if self._pool_maker is None:
+            self.ensure_started((label,))
+            return self.engine(label)
+        key = self.keys[label]
+        if key not in self._pools:
+            self._pools[key] = self._pool_maker(self._engine_profile or self.profile,
+                                                self.sets[label], self.name(label))
+        return self._pools[key]
+
+    def accuracy_spread(self) -> dict | None:
+        """Where accuracy ran, per engine name (``spread()`` of each pool), or None."""
+        if not self._pools:
+            return None
+        return {self.name(next(lb for lb in self.labels if self.keys[lb] == key)): p.spread()
+                for key, p in self._pools.items()}
+
     def by_name(self, labels: tuple[str, ...] | None = None) -> dict[str, Engine]:
         """``{engine name: engine}`` for ``labels`` (all by default), in label order."""
         out: dict[str, Engine] = {}
@@ -117,9 +147,10 @@ class Configurations:
         return out
 
     def close(self) -> None:
-        for eng in self._engines.values():
+        for eng in [*self._engines.values(), *self._pools.values()]:
             eng.close()
         self._engines.clear()
+        self._pools.clear()
 
     def __enter__(self) -> Configurations:
         return self

@@ -14,6 +14,11 @@ equal what lm-eval's own ``hf`` model answers for the same model and data:
   and continuation as lm-eval does (trailing spaces of the context move over).
 - With a profile's ``chat_template`` the prompts go through the tokenizer's template.
 
+Every batch goes to the engine whole (:func:`answer_batches`): an engine that spreads
+work (a pool of Ray actors, :mod:`patchgate.spread.accuracy`) gets all of a call's
+batches at once and may answer them side by side, each batch whole on one engine of
+the configuration, so every item's score is what the serial run gives.
+
 The sequential guard (:mod:`.sequential`) evaluates a growing share of the items: it
 runs the whole task each time, so every prompt (few-shot examples included) is the one
 a full run builds, and sets :attr:`EngineLM.only` to the items chosen so far. Requests
@@ -71,6 +76,19 @@ def chunks(order: list[int], sizes: list[int], batch: int) -> list[list[int]]:
             out.append([])
             head = i
         out[-1].append(item)
+    return out
+
+
+def answer_batches(engine, verb: str, batches: list[tuple], tick=lambda n: None) -> list:
+    """``[engine.<verb>(*args) for args in batches]``, in order; ``tick(len(args[0]))``
+    after each. An engine with ``answer_all`` (a pool) gets them all at once."""
+    spread = getattr(engine, "answer_all", None)
+    if spread is not None:
+        return spread(verb, batches, tick)
+    out = []
+    for args in batches:
+        out.append(getattr(engine, verb)(*args))
+        tick(len(args[0]))
     return out
 
 
@@ -157,11 +175,13 @@ def lm_class():
             pairs = {i: self._split(*requests[i].args) for i in todo}
             order = sorted(todo, key=lambda i: -len(pairs[i][0]) - len(pairs[i][1]))
             sizes = [len(pairs[i][0]) + len(pairs[i][1]) for i in order]
-            for chunk in chunks(order, sizes, self.batch_size):
-                for j, res in zip(chunk, self.engine.loglikelihood([pairs[j] for j in chunk]),
-                                  strict=True):
+            batches = chunks(order, sizes, self.batch_size)
+            answers = answer_batches(self.engine, "loglikelihood",
+                                     [([pairs[j] for j in chunk],) for chunk in batches],
+                                     self._tick)
+            for chunk, results in zip(batches, answers, strict=True):
+                for j, res in zip(chunk, results, strict=True):
                     out[j] = res
-                self._tick(len(chunk))
             return self._keep(requests, out, todo)
 
         def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
@@ -194,13 +214,15 @@ def lm_class():
                 stop_ids = self._stop_ids(stops)
                 prompts = {i: self._encode(requests[i].args[0]) for i in members}
                 order = sorted(members, key=lambda i: -len(prompts[i]))
-                for chunk in chunks(order, [len(prompts[i]) for i in order], self.batch_size):
-                    rows = self.engine.generate_until([prompts[i] for i in chunk], limit,
-                                                      stop_ids)
+                batches = chunks(order, [len(prompts[i]) for i in order], self.batch_size)
+                answers = answer_batches(
+                    self.engine, "generate_until",
+                    [([prompts[i] for i in chunk], limit, stop_ids) for chunk in batches],
+                    self._tick)
+                for chunk, rows in zip(batches, answers, strict=True):
                     for i, row in zip(chunk, rows, strict=True):
                         text = self.tok.decode(row[:limit], skip_special_tokens=True)
                         out[i] = cut(text, stops)
-                    self._tick(len(chunk))
             return self._keep(requests, out, todo)
 
     return EngineLM

@@ -42,11 +42,10 @@ class LmEvalGuard:
 
         prof, configs, reporter = ctx.profile, ctx.configs, ctx.reporter
         reporter.phase("accuracy_candidate", "accuracy: candidate")
-        configs.ensure_started(("candidate",))
         same = configs.same("reference", "candidate")
         if not prof.sequential.full and not (same and ctx.full_reference):
             return self._sequential(ctx)
-        cand = self.result_of(configs.engine("candidate"), prof, reporter)
+        cand = self.result_of(configs.accuracy_engine("candidate"), prof, reporter)
         if same:  # with --accept it becomes the stored reference: every item
             return Outcome(reference=cand, candidate=cand,
                            decision=decided_on_every_item(cand, cand, ctx.limit),
@@ -60,8 +59,7 @@ class LmEvalGuard:
                            source=f"loaded from {ctx.stored_name}", notes=notes)
         reporter.phase("accuracy_reference", "accuracy: reference (no stored result for "
                        "this environment, model and tasks)")
-        configs.ensure_started(("reference",))
-        ref = self.result_of(configs.engine("reference"), prof, reporter)
+        ref = self.result_of(configs.accuracy_engine("reference"), prof, reporter)
         return Outcome(reference=ref, candidate=cand,
                        decision=decided_on_every_item(ref, cand, ctx.limit),
                        source="measured now", notes=notes, reference_full=ref)
@@ -75,7 +73,7 @@ class LmEvalGuard:
         spec = Tasks.of(prof)
         notes: list[str] = []
         with reporter.progress(None, "accuracy") as bar:
-            engine = configs.engine("candidate")
+            engine = configs.accuracy_engine("candidate")
             cand_lm = make_lm(engine, engine.tokenizer, spec, bar)
             suite = sequential.survey(cand_lm, spec)
             if configs.same("reference", "candidate"):
@@ -99,8 +97,7 @@ class LmEvalGuard:
         stored = _stored(ctx, suite.result, notes)
         if stored is not None:
             return stored, f"loaded from {ctx.stored_name}", stored
-        configs.ensure_started(("reference",))
-        engine = configs.engine("reference")
+        engine = configs.accuracy_engine("reference")
         if ctx.full_reference:
             reporter.phase("accuracy_reference", "accuracy: reference, every item (it will "
                            "be stored: --accept)")

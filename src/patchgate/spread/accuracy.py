@@ -1,0 +1,260 @@
+"""Accuracy spread over a Ray cluster: one configuration's engine in several actors.
+
+The accuracy guard gives its engine whole batches, the very batches a serial run forms
+(:func:`patchgate.guard.lm_model.answer_batches`: same order, same contents). An
+:class:`EnginePool` stands in for one configuration's engine there: it sends each batch
+to whichever of its actors is free and gives the answers back in the batches' order.
+Each batch is computed whole by one engine of that configuration, on one hardware
+class, so every item's score is the serial run's, and the sequential guard sees items,
+not shards.
+
+- **Actors.** One engine of one configuration each (:class:`EngineActor`): one GPU on a
+  GPU profile, one CPU otherwise, spread over the nodes. Each tells its node and hardware
+  class; a pool whose actors span two classes is refused, and so is a run whose
+  candidate and reference pools do (:func:`.cluster.one_class`).
+- **Faults.** An actor lost mid-batch (its node died): the batch goes to another actor of
+  the pool; with none left the run is an error naming the node, and nothing is written.
+- **Nothing left behind.** :meth:`EnginePool.close` closes every engine and kills every
+  actor: no actor, engine process or GPU memory stays.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from ..errors import PatchgateError
+from .cluster import node_here, one_class, ray_module
+
+START_TIMEOUT_S = 600.0  # actors not ready by then: the cluster lacks what they ask for
+
+
+class EngineActor:
+    """One engine of one configuration, in a Ray actor (wrapped by :func:`_actor_class`)."""
+
+    def __init__(self, profile, patches, label: str):
+        from ..engines import factory
+
+        self.engine = factory.start(profile, patches, label).ready()
+        self.node = node_here(profile.engine, profile.device)
+
+    def info(self) -> dict:
+        return {"node": self.node, "vocab_size": self.engine.vocab_size}
+
+    def answer(self, verb: str, args: tuple):
+        return getattr(self.engine, verb)(*args)
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def _actor_class(profile, options: dict | None):
+    """:class:`EngineActor` as a Ray actor class: one GPU each on a GPU profile, else one
+    CPU; ``options`` (Ray's ``.options``: resources, a runtime_env) on top."""
+    ray = ray_module()
+    need = {"num_gpus": 1} if profile.device == "cuda" else {"num_cpus": 1}
+    return ray.remote(max_restarts=0, max_task_retries=0, **need)(EngineActor).options(
+        scheduling_strategy="SPREAD", **(options or {}))
+
+
+class EnginePool:
+    """``actors`` engines of one configuration (``label``, ``patches``) on the cluster
+    this process is connected to; the accuracy guard's engine for that configuration."""
+
+    name = "ray-pool"
+
+    def __init__(self, profile, patches, label: str, actors: int,
+                 options: dict | None = None, say: Callable[[str], None] = lambda _: None):
+        ray = ray_module()
+        self.label, self.profile = label, profile
+        self._patch_names = [p.name for p in patches]
+        self._tokenizer = None
+        cls = _actor_class(profile, options)
+        self.actors = [cls.remote(profile, list(patches), label) for _ in range(actors)]
+        self.nodes: dict = {}  # actor -> its node {"id", "class"}
+        self.batches: dict[str, int] = {}  # node id -> batches it answered
+        self.lost: list[str] = []  # nodes whose actor was lost mid-run
+        t0 = time.perf_counter()
+        try:
+            refs = {a.info.remote(): a for a in self.actors}
+            ready, pending = ray.wait(list(refs), num_returns=len(refs),
+                                      timeout=START_TIMEOUT_S)
+            if pending:
+                raise PatchgateError(
+                    f"accuracy on the Ray cluster: {len(pending)} of {actors} engines of "
+                    f"{self.describe()} not started after {START_TIMEOUT_S:.0f} s",
+                    hint="the cluster lacks the resources they ask for (one GPU each on a "
+                    "GPU profile, one CPU otherwise): add nodes or pass fewer --ray-actors")
+            infos = {refs[r]: _get(ray, r, f"starting an engine of {self.describe()}")
+                     for r in ready}
+            self.nodes = {a: i["node"] for a, i in infos.items()}
+            self.vocab_size = min(i["vocab_size"] for i in infos.values())
+            one_class(self.classes(), f"the accuracy engines of {self.describe()}")
+        except BaseException:
+            self.close()
+            raise
+        say(f"accuracy: {actors} engine(s) of {self.describe()} on "
+            f"{len({n['id'] for n in self.nodes.values()})} Ray node(s), ready in "
+            f"{time.perf_counter() - t0:.1f} s")
+
+    def classes(self) -> dict[str, list[str]]:
+        """``{hardware class: [node ids]}`` of the actors."""
+        out: dict[str, list[str]] = {}
+        for n in self.nodes.values():
+            ids = out.setdefault(n["class"], [])
+            if n["id"] not in ids:
+                ids.append(n["id"])
+        return out
+
+    def describe(self) -> str:
+        return f"{self.label} ({', '.join(self._patch_names) or 'no patches'})"
+
+    def ready(self) -> EnginePool:
+        return self
+
+    @property
+    def tokenizer(self):
+        """The model's tokenizer, loaded here (the guard encodes and decodes text here;
+        the actors get token ids)."""
+        if self._tokenizer is None and self.profile.guard == "lm_eval":
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(self.profile.model_path(),
+                                                            trust_remote_code=True)
+        return self._tokenizer
+
+    def answer_all(self, verb: str, batches: list[tuple], tick=lambda n: None) -> list:
+        """Each batch answered whole by one free actor; the answers in the batches'
+        order. A batch whose actor is lost goes to another one."""
+        ray = ray_module()
+        out: list = [None] * len(batches)
+        queue = list(range(len(batches)))[::-1]
+        free = [a for a in self.actors if a in self.nodes]
+        running: dict = {}
+        try:
+            while queue or running:
+                while queue and free:
+                    i, actor = queue.pop(), free.pop(0)
+                    running[actor.answer.remote(verb, batches[i])] = (i, actor)
+                if not running:
+                    raise PatchgateError(
+                        f"accuracy on the Ray cluster: every engine of {self.describe()} "
+                        f"was lost (nodes {', '.join(self.lost)})",
+                        hint="nothing was written; run again when the cluster is whole, "
+                        "or without --ray")
+                done, _ = ray.wait(list(running), num_returns=1)
+                i, actor = running.pop(done[0])
+                try:
+                    out[i] = ray.get(done[0])
+                except ray.exceptions.RayActorError:
+                    self._lose(actor)
+                    queue.append(i)
+                    continue
+                except ray.exceptions.RayTaskError as e:
+                    raise _cause(e, f"{verb} on an engine of {self.describe()}") from e
+                node = self.nodes[actor]["id"]
+                self.batches[node] = self.batches.get(node, 0) + 1
+                free.append(actor)
+                tick(len(batches[i][0]))
+        except BaseException:
+            for ref in running:  # Ctrl-C or an error: the batches still out are cancelled
+                try:
+                    ray.cancel(ref)
+                except Exception:  # noqa: BLE001 - one already done or its actor gone
+                    pass
+            raise
+        return out
+
+    def _lose(self, actor) -> None:
+        node = self.nodes.pop(actor)
+        self.lost.append(node["id"])
+
+    def _call(self, verb: str, *args):
+        return self.answer_all(verb, [args])[0]
+
+    def loglikelihood(self, requests):
+        return self._call("loglikelihood", requests)
+
+    def generate_until(self, prompts, max_new_tokens, stop_ids):
+        return self._call("generate_until", prompts, max_new_tokens, stop_ids)
+
+    def generate(self, batch, max_new_tokens):
+        return self._call("generate", batch, max_new_tokens)
+
+    def spread(self) -> dict:
+        """Where the work ran, for the verdict: actors, nodes and their class, batches
+        per node, nodes lost."""
+        classes = self.classes()
+        return {"actors": len(self.actors), "nodes": sorted({n for ids in classes.values()
+                                                             for n in ids}),
+                "classes": sorted(classes), "batches_per_node": dict(self.batches),
+                "lost_nodes": list(self.lost)}
+
+    def close(self) -> None:
+        """Every engine closed, every actor killed (safe to call twice)."""
+        ray = ray_module()
+        actors, self.actors = self.actors, []
+        closing = []
+        for a in actors:
+            try:
+                closing.append(a.close.remote())
+            except Exception:  # noqa: BLE001 - an actor already gone
+                pass
+        if closing:
+            ray.wait(closing, num_returns=len(closing), timeout=30)
+        for a in actors:
+            try:
+                ray.kill(a)
+            except Exception:  # noqa: BLE001 - an actor already gone
+                pass
+
+
+def _get(ray, ref, doing: str):
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as e:
+        raise _cause(e, doing) from e
+    except ray.exceptions.RayActorError as e:
+        raise PatchgateError(f"accuracy on the Ray cluster: an actor died while {doing} "
+                             f"({str(e).splitlines()[0][:200]})",
+                             hint="see the cluster's logs (ray logs)") from e
+
+
+def _cause(e, doing: str) -> PatchgateError:
+    """The patchgate error a Ray task raised (a patch failing in its engine, say), or one
+    that names what failed."""
+    cause = getattr(e, "cause", None)
+    if isinstance(cause, PatchgateError):
+        return cause
+    return PatchgateError(f"accuracy on the Ray cluster: {doing} failed "
+                          f"({type(cause or e).__name__}: {str(cause or e).splitlines()[0][:200]})",
+                          hint="see the cluster's logs (ray logs)")
+
+
+def pools(address: str, actors: int | None = None, options: dict | None = None,
+          say: Callable[[str], None] = lambda _: None):
+    """A factory of :class:`EnginePool` for :meth:`Configurations.spread_accuracy`:
+    ``make(profile, patches, label)``, each pool ``actors`` engines (default: one per
+    node that offers a bench slot); every pool made must be of one hardware class."""
+    from .cluster import connect
+
+    nodes = connect(address)
+    count = actors or len(nodes)
+    made: list[EnginePool] = []
+
+    def make(profile, patches, label: str) -> EnginePool:
+        pool = EnginePool(profile, patches, label, count, options, say)
+        made.append(pool)
+        merged: dict[str, list[str]] = {}
+        for p in made:
+            for c, ids in p.classes().items():
+                merged.setdefault(c, []).extend(f"{p.label} on {n}" for n in ids)
+        try:
+            one_class(merged, "the accuracy comparison")
+        except PatchgateError:
+            pool.close()
+            raise
+        return pool
+
+    make.made = made
+    return make
