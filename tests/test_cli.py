@@ -127,3 +127,10 @@ def test_the_pre_commit_hook_runs_check_on_the_patch_folder():
     (hook,) = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
     assert hook["id"] == "patchgate-check" and hook["entry"] == "patchgate check"
     assert hook["pass_filenames"] is False and hook["files"] == "^model_patches/"
+
+
+@pytest.mark.parametrize("argv", [["--ray-actors", "2"], ["--ray", "auto", "--ray-actors", "0"]])
+def test_ray_actors_needs_ray_and_one_actor_at_least(argv, capsys):
+    assert main(["guard", "--profile", "default", *argv]) == 2
+    err = capsys.readouterr().err
+    assert "--ray-actors" in err and "--ray auto --ray-actors 4" in err

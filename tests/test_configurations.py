@@ -137,3 +137,19 @@ def test_the_guards_batches_go_to_an_engine_whole_and_in_order():
 
     assert answer_batches(Spread(), "loglikelihood", batches) == out
     assert Spread.seen == ("loglikelihood", 3)
+
+
+def test_on_a_gpu_the_latency_engines_close_before_the_pools_start(monkeypatch, patches):
+    from fakes import FakeEngine
+
+    built = use_fake_engines(monkeypatch)
+    sets = {"candidate": patches, "current": patches, "reference": []}
+    gpu = PROFILE.with_overrides(device="cuda")
+    with Configurations(gpu, sets) as configs:
+        configs.ensure_started()
+        configs.spread_accuracy(lambda prof, ps, name: FakeEngine(prof, ps, name))
+        assert all(not e.closed for e in built)
+        configs.accuracy_engine("candidate")
+        assert len(built) == 3 and all(e.closed for e in built[:2])  # GPU memory freed
+        assert not built[2].closed  # the pool, until the configurations close
+    assert built[2].closed

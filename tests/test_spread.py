@@ -32,9 +32,12 @@ def three_nodes():
 
     if ray.is_initialized():
         ray.shutdown()
+    store = 80 * 2**20  # a small object store per node: CI's runner has 24 GiB in all
     c = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 1, "resources": {cluster.SLOT: 1}, "include_dashboard": False})
-    nodes = [c.add_node(num_cpus=1, resources={cluster.SLOT: 1}) for _ in range(2)]
+        "num_cpus": 1, "resources": {cluster.SLOT: 1}, "include_dashboard": False,
+        "object_store_memory": store})
+    nodes = [c.add_node(num_cpus=1, resources={cluster.SLOT: 1}, object_store_memory=store)
+             for _ in range(2)]
     c.wait_for_nodes()
     ray.init(address=c.address, logging_level="ERROR", log_to_driver=False, runtime_env={
         "worker_process_setup_hook": "fakes.install_in_worker",

@@ -128,6 +128,12 @@ class Configurations:
             return self.engine(label)
         key = self.keys[label]
         if key not in self._pools:
+            if self.profile.device == "cuda" and self._engines:
+                # this machine's GPU may be one the pools get: the latency engines give
+                # its memory back first (a later phase that needs them starts them again)
+                for eng in self._engines.values():
+                    eng.close()
+                self._engines.clear()
             self._pools[key] = self._pool_maker(self._engine_profile or self.profile,
                                                 self.sets[label], self.name(label))
         return self._pools[key]
