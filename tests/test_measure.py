@@ -78,3 +78,43 @@ def test_warmup_calls_stop_after_warmup_tokens_and_timed_calls_do_not():
     whole = Rounds.of(prof.with_overrides(warmup_tokens=None))
     assert [whole.output_len(s, timed=False) for s in scenarios] == \
         [s.output_len for s in scenarios]
+
+
+class Counting:
+    """An engine whose call takes ``per_row_s`` per row and notes the ids it got."""
+
+    vocab_size = 1000
+
+    def __init__(self, label, seen, per_call_s=0.001):
+        self.label, self.seen, self.per_call_s = label, seen, per_call_s
+
+    def timed_generate(self, batch, n):
+        from patchgate.engines.base import Timing
+
+        self.seen.append((self.label, tuple(map(tuple, batch)), n))
+        return Timing(self.per_call_s, tuple(row[0] for row in batch))
+
+    def cpu_seconds(self):
+        return None
+
+
+def test_a_repeated_scenario_samples_the_mean_of_k_calls_on_ids_of_their_own():
+    prof = get_profile("default").with_overrides(
+        lengths=Lengths(prefill_input=4, prefill_output=1, decode_input=2, decode_output=3),
+        batch_sizes=(1, 2), warmup=1, rounds=2, settle_s=0.0, repeats={"prefill_b1": 3})
+    scenarios = make_scenarios(prof)
+    seen: list = []
+    engines = {lb: Counting(lb, seen, 0.002 if lb == "a" else 0.001) for lb in "ab"}
+    samples = measure(engines, scenarios, Rounds.of(prof))
+    b1 = [x for x in seen if len(x[1]) == 1 and len(x[1][0]) == 4]  # prefill_b1 calls
+    # warm-up: one call a configuration; each timed round: 3 a configuration
+    assert len(b1) == 2 * 1 + 2 * 3 * 2
+    timed = b1[2:]
+    for r in range(2):  # per round: a's three calls, then b's (or b's first), same ids
+        calls = timed[6 * r:6 * r + 6]
+        by = {lb: [ids for who, ids, _ in calls if who == lb] for lb in "ab"}
+        assert by["a"] == by["b"] and len(set(by["a"])) == 3  # three batches of their own
+    others = [x for x in seen if not (len(x[1]) == 1 and len(x[1][0]) == 4)]
+    assert len(others) == 2 * 3 + 2 * 3 * 2  # the other scenarios: one call a sample
+    assert samples["a"]["prefill_b1"] == pytest.approx([0.002, 0.002])  # the mean
+    assert samples["b"]["decode_b2"] == pytest.approx([0.001, 0.001])

@@ -142,3 +142,20 @@ def test_guard_fails_in_seconds_before_any_engine_naming_file_and_key(tmp_path, 
     assert "loading engine" not in err and "validating patches" not in err
     assert took < 10, took
     assert not (tmp_path / "b").exists() and not (tmp_path / "CHANGELOG.md").exists()
+
+
+@pytest.mark.parametrize("body, says", [
+    ("[repeats]\nprefill_b3 = 2", "repeats.prefill_b3 is not a scenario of this profile"),
+    ("[repeats]\nprefill_b1 = 0", "repeats.prefill_b1 = 0 is out of range"),
+])
+def test_repeats_name_scenarios_of_the_profile_and_count_calls(tmp_path, body, says):
+    from patchgate.errors import PatchgateError
+    from patchgate.profile import load as profiles
+
+    path = tmp_path / "mine.toml"
+    path.write_text('description = "x"\nmodel = "models/default"\nengine = "transformers"\n'
+                    "[lengths]\nprefill_input = 8\nprefill_output = 1\ndecode_input = 4\n"
+                    f"decode_output = 2\n{body}\n")
+    with pytest.raises(PatchgateError) as e:
+        profiles.load(path)
+    assert says in str(e.value)

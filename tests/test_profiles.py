@@ -162,3 +162,11 @@ def test_profiles_command_lists_names_engines_and_descriptions(capsys):
     for name, p in FROZEN.items():
         line = next(ln for ln in out.splitlines() if ln.split()[0] == name)
         assert p.engine in line and p.description[:30] in line
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parent.parent / "docs" /
+                                         "gpu-runs" / "profiles").glob("*.toml")),
+                         ids=lambda p: p.name)
+def test_the_gpu_runs_profile_files_load(path):
+    prof = get_profile(str(path))
+    assert prof.name == "h200-minicpm8b" and prof.engine == "sglang"

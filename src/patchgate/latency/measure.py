@@ -31,7 +31,10 @@ while the others are timed is an error.
 
 The first ``warmup`` rounds are thrown away (their calls may stop after
 ``warmup_tokens``: the shapes warm up, the long decode is not paid for); the raw
-samples of the others are kept.
+samples of the others are kept. A scenario the profile ``repeats`` k times is sampled
+as the mean of k back-to-back calls of one configuration, each on token ids of its own
+(the same k for every configuration): a very short call's jitter shrinks, and a sample
+still compares the same inputs.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..engines.base import Engine
 from . import clocks, offclock
@@ -58,13 +61,18 @@ class Rounds:
     settle_s: float = 0.0
     first: int = 0  # the index of the first round: each round draws its own token ids
     warmup_tokens: int | None = None  # a warm-up call's output, at most (None: whole)
+    repeats: dict = field(default_factory=dict)  # {scenario: calls a timed sample averages}
 
     @classmethod
     def of(cls, profile, warmup: bool = True, first: int = 0) -> Rounds:
         """The profile's schedule (``warmup=False``: a further look, no warm-up), its
         rounds numbered from ``first`` (looks and confirmations use their own ranges)."""
         return cls(profile.rounds, profile.warmup if warmup else 0, profile.seed,
-                   profile.settle_s, first, profile.warmup_tokens)
+                   profile.settle_s, first, profile.warmup_tokens, dict(profile.repeats))
+
+    def calls(self, scenario: Scenario, timed: bool) -> int:
+        """Back-to-back calls of one sample: the profile's ``repeats``, 1 in a warm-up."""
+        return self.repeats.get(scenario.name, 1) if timed else 1
 
     def output_len(self, scenario: Scenario, timed: bool) -> int:
         """Tokens a call generates: the scenario's, or at most ``warmup_tokens`` in a
@@ -103,7 +111,7 @@ def measure(engines: Mapping[str, Engine], scenarios: list[Scenario], rounds: Ro
     ``set_postfix_str(s)``; it advances once per timed or warm-up call.
     """
     vocab = min(e.vocab_size for e in engines.values())
-    batch: dict[tuple[str, int], list[list[int]]] = {}
+    batch: dict[tuple[str, int], list[list[list[int]]]] = {}
     wall: dict[str, dict[str, list[float]]] = {c: {s.name: [] for s in scenarios}
                                                for c in engines}
     own_meter = meter is None
@@ -111,19 +119,22 @@ def measure(engines: Mapping[str, Engine], scenarios: list[Scenario], rounds: Ro
     meter.bind({c: e.cpu_seconds for c, e in engines.items()})
 
     def call(label: str, s: Scenario, r: int, timed: bool) -> float:
+        k = rounds.calls(s, timed)
         key = (s.name, rounds.first + r)
-        if key not in batch:  # the round's ids, the same for every configuration
+        if key not in batch or len(batch[key]) < k:  # the same for every configuration
             batch.clear()
-            batch[key] = prompt_ids(s, vocab, rounds.seed, rounds.first + r)
+            batch[key] = [prompt_ids(s, vocab, rounds.seed, rounds.first + r, part=j)
+                          for j in range(k)]
         before = meter.start(label) if timed else None
         t0 = time.perf_counter()
-        timing = engines[label].timed_generate(batch[key], rounds.output_len(s, timed))
-        if timed:
-            wall[label][s.name].append(time.perf_counter() - t0)
+        timings = [engines[label].timed_generate(ids, rounds.output_len(s, timed))
+                   for ids in batch[key][:k]]
+        if timed:  # a sample of k calls: their mean, on the gate's clock and the engine's
+            wall[label][s.name].append((time.perf_counter() - t0) / k)
             meter.stop(label, s.name, rounds.first + r, before)
             if answers is not None:
-                answers.setdefault(label, {}).setdefault(s.name, []).append(timing.first)
-        return timing.seconds
+                answers.setdefault(label, {}).setdefault(s.name, []).append(timings[0].first)
+        return sum(t.seconds for t in timings) / k
 
     samples = interleave(list(engines), scenarios, rounds, call, progress)
     described = {c: _describe(e, c) for c, e in engines.items()}

@@ -40,13 +40,15 @@ def make_scenarios(profile: Profile) -> list[Scenario]:
 
 
 def prompt_ids(scenario: Scenario, vocab_size: int, seed: int = 0, round_index: int = 0,
-               reserved: int = 4) -> list[list[int]]:
+               reserved: int = 4, part: int = 0) -> list[list[int]]:
     """``batch_size`` rows of ``input_len`` token ids, drawn from ``seed``, the scenario
-    and the round: every round of a run gets its own (the same for every configuration).
+    and the round: every round of a run gets its own (the same for every configuration);
+    ``part`` > 0: the ids of a round's further call (a profile's ``repeats``).
 
     Ids below ``reserved`` (pad, bos, eos, unk in the default tokenizer) are avoided.
     """
-    rng = random.Random(f"{seed}:{scenario.name}:{scenario.input_len}:{round_index}")
+    key = f"{seed}:{scenario.name}:{scenario.input_len}:{round_index}"
+    rng = random.Random(key if not part else f"{key}:{part}")
     hi = vocab_size - 1
     return [[rng.randint(reserved, hi) for _ in range(scenario.input_len)]
             for _ in range(scenario.batch_size)]

@@ -297,6 +297,14 @@ def _check_ranges(p: Profile, where: _Where) -> None:
                    f"{th.c_high!r} (allowed: c_low <= c_high)",
                    "C is 0 below c_low and 1 from c_high on: set c_low <= c_high")
     _increasing(where, "batch_sizes", p.batch_sizes)
+    names = [f"{ph}_b{b}" for ph in ("prefill", "decode") for b in p.batch_sizes]
+    for name, k in p.repeats.items():
+        if name not in names:
+            where.fail(f"repeats.{name}", "is not a scenario of this profile",
+                       f"name one of {', '.join(names)}")
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            where.fail(f"repeats.{name}", f"= {k!r} is out of range (allowed: an integer "
+                       ">= 1)", "the calls a sample of that scenario averages, e.g. 10")
     for i, c in enumerate(p.serving.concurrencies):
         if c is not None and c < 1:
             where.fail(f"serving.concurrencies[{i}]", f"= {c!r} is out of range (allowed: "

@@ -91,6 +91,11 @@ class Profile:
     # long decode does not (on an H100 only an engine's very first call paid anything,
     # docs/gpu-runs/2026-12-06c; a whole warm-up round was about 19 s a look there).
     warmup_tokens: int | None = None
+    # {scenario name: k}: a sample of that scenario is the mean of k back-to-back calls,
+    # each on token ids of its own. For calls so short that their jitter rules the score's
+    # noise (prefill 1 x 2048 took 54 ms on an H100, its rounds 6 % apart, the decodes
+    # 1-2 %): k calls cost little and cut that jitter by about sqrt(k).
+    repeats: dict = field(default_factory=dict)
     # The budget of an undecided comparison: at most this many looks of ``rounds``
     # rounds each (the first included); every look tests at alpha / max_looks.
     max_looks: int = 3
