@@ -49,9 +49,6 @@ class FakeEngine:
     def ready(self):
         return self
 
-    def describe(self):
-        return f"{self.label} ({', '.join(p.name for p in self.patches) or 'no patches'})"
-
     def cpu_seconds(self):
         return None  # in the gate's process: not told apart (the off-clock check is off)
 

@@ -152,4 +152,7 @@ def test_on_a_gpu_the_latency_engines_close_before_the_pools_start(monkeypatch, 
         configs.accuracy_engine("candidate")
         assert len(built) == 3 and all(e.closed for e in built[:2])  # GPU memory freed
         assert not built[2].closed  # the pool, until the configurations close
+        # messages still name each configuration, from the patch sets alone
+        assert configs.described() == {"candidate+current": "candidate (0001-slow-10.py)",
+                                       "reference": "reference (no patches)"}
     assert built[2].closed

@@ -135,8 +135,9 @@ def _measure(run: _Run, configs: Configurations, scenario_set, guard, notes: lis
               if opts.attribute else None}
     if opts.json_path and flipped:
         accuracy_doc["flips_file"] = flips_file.path_for(opts.json_path).name
-    if configs.accuracy_spread():
-        accuracy_doc["spread"] = configs.accuracy_spread()
+    spread = configs.accuracy_spread()
+    if spread:
+        accuracy_doc["spread"] = spread
     reporter.phase("judge")
     compared = "current baseline" if not configs.same("current", "reference") or \
         run.stored["current"] else "reference"
@@ -146,8 +147,7 @@ def _measure(run: _Run, configs: Configurations, scenario_set, guard, notes: lis
     offclock_notes = offclock.after_judgement(lat.latency.offclock,
                                               judgement["verdict"] == evidence.REJECTED)
     if lat.latency.answers and not found.decision.fails:
-        outputs.check(lat.latency.answers, configs.name("reference"),
-                      {n: e.describe() for n, e in configs.by_name().items()})
+        outputs.check(lat.latency.answers, configs.name("reference"), configs.described())
     notes = notes + configs.notes + lat.latency.notes + latency_notes(lat.latency) + \
         found.notes + offclock_notes + \
         accuracy.task_notes(accuracy_doc, found.decision) + \

@@ -24,6 +24,11 @@ class Timing(NamedTuple):
     first: tuple[int, ...]
 
 
+def described(label: str, patch_names) -> str:
+    """A configuration and its patches, for messages: ``candidate (0001-x.py)``."""
+    return f"{label} ({', '.join(patch_names) or 'no patches'})"
+
+
 class Engine(Protocol):
     name: str  # its name in patchgate.registry.ENGINES
     label: str  # the configuration it runs ("candidate", "reference", ...)

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from .. import sandbox
 from ..patches import Patch, content_key
 from . import cpu
-from .base import Engine
+from .base import Engine, described
 from .factory import start_all
 
 LABELS = ("candidate", "current", "best", "reference")
@@ -140,10 +140,15 @@ class Configurations:
 
     def accuracy_spread(self) -> dict | None:
         """Where accuracy ran, per engine name (``spread()`` of each pool), or None."""
-        if not self._pools:
-            return None
-        return {self.name(next(lb for lb in self.labels if self.keys[lb] == key)): p.spread()
-                for key, p in self._pools.items()}
+        return {p.label: p.spread() for p in self._pools.values()} or None
+
+    def described(self) -> dict[str, str]:
+        """``{engine name: "candidate (0001-x.py)"}``, as each engine describes itself,
+        from the patch sets alone: with ``--ray`` on a GPU the engines may be closed by
+        the time a message needs them."""
+        firsts = {name: name.split("+")[0] for name in self.names()}
+        return {name: described(lb, [p.name for p in self.sets[lb]])
+                for name, lb in firsts.items()}
 
     def by_name(self, labels: tuple[str, ...] | None = None) -> dict[str, Engine]:
         """``{engine name: engine}`` for ``labels`` (all by default), in label order."""

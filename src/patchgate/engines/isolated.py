@@ -33,7 +33,7 @@ from pathlib import Path
 
 from ..errors import PatchgateError
 from . import cpu
-from .base import Timing
+from .base import Timing, described
 
 _START_TIMEOUT_S = 600
 WORKER_ENV = {
@@ -231,8 +231,7 @@ class IsolatedEngine:
 
     def describe(self) -> str:
         """The configuration and its patches, for messages: ``candidate (0001-x.py)``."""
-        patches = ", ".join(self._patch_names) or "no patches"
-        return f"{self.label} ({patches})"
+        return described(self.label, self._patch_names)
 
     def _call(self, verb: str, *args):
         self.ready()

@@ -23,7 +23,7 @@ from pathlib import Path
 from ..errors import PatchgateError
 from ..patches import merged_server_args
 from . import sglang_hook
-from .base import Timed, check_lengths
+from .base import Timed, check_lengths, described
 
 FORCED = {"skip_tokenizer_init": True, "disable_radix_cache": True}
 
@@ -179,7 +179,7 @@ class SGLangEngine(Timed):
 
     def describe(self) -> str:
         """The configuration and its patches, for messages: ``candidate (0001-x.py)``."""
-        return f"{self.label} ({', '.join(self._patch_names) or 'no patches'})"
+        return described(self.label, self._patch_names)
 
     def ready(self) -> SGLangEngine:
         """Loaded: ``sglang.Engine`` returns once its workers are up."""

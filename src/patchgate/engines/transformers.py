@@ -15,7 +15,7 @@ from pathlib import Path
 from ..errors import PatchgateError
 from ..patches import merged_server_args
 from ..patches.apply import apply_patches
-from .base import Timed, check_lengths
+from .base import Timed, check_lengths, described
 
 # SERVER_ARGS a patch may set on this engine.
 ENGINE_ARGS = {"dtype": str, "threads": int}
@@ -64,7 +64,7 @@ class TransformersEngine(Timed):
 
     def describe(self) -> str:
         """The configuration and its patches, for messages: ``candidate (0001-x.py)``."""
-        return f"{self.label} ({', '.join(self._patch_names) or 'no patches'})"
+        return described(self.label, self._patch_names)
 
     def ready(self) -> TransformersEngine:
         return self

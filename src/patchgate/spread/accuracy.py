@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from ..engines.base import described
 from ..errors import PatchgateError
 from .cluster import node_here, one_class, ray_module
 
@@ -107,7 +108,7 @@ class EnginePool:
         return out
 
     def describe(self) -> str:
-        return f"{self.label} ({', '.join(self._patch_names) or 'no patches'})"
+        return described(self.label, self._patch_names)
 
     def ready(self) -> EnginePool:
         return self

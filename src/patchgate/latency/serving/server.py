@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...engines import sglang_hook
+from ...engines.base import described
 from ...engines.sglang import server_args
 from ...errors import PatchgateError
 from ...profile import repo_root
@@ -187,7 +188,7 @@ class Server:
         self._log = None
 
     def describe(self) -> str:
-        return f"{self.label} ({', '.join(self.patch_names) or 'no patches'})"
+        return described(self.label, self.patch_names)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Server:
