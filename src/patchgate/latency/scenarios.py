@@ -12,6 +12,7 @@ import random
 from dataclasses import dataclass
 
 from ..profile import Profile
+from ..profile.schema import scenario_name
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class Scenario:
 
     @property
     def name(self) -> str:
-        return f"{self.phase}_b{self.batch_size}"
+        return scenario_name(self.phase, self.batch_size)
 
     def record(self) -> dict:
         return {"name": self.name, "phase": self.phase, "batch_size": self.batch_size,

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from .. import registry
 from ..errors import PatchgateError
-from .schema import BATCH_SIZES, Lengths, Profile, repo_root
+from .schema import BATCH_SIZES, PHASES, Lengths, Profile, repo_root, scenario_name
 
 FOLDER = "profiles"
 CHOICES = {
@@ -297,7 +297,7 @@ def _check_ranges(p: Profile, where: _Where) -> None:
                    f"{th.c_high!r} (allowed: c_low <= c_high)",
                    "C is 0 below c_low and 1 from c_high on: set c_low <= c_high")
     _increasing(where, "batch_sizes", p.batch_sizes)
-    names = [f"{ph}_b{b}" for ph in ("prefill", "decode") for b in p.batch_sizes]
+    names = [scenario_name(ph, b) for ph in PHASES for b in p.batch_sizes]
     for name, k in p.repeats.items():
         if name not in names:
             where.fail(f"repeats.{name}", "is not a scenario of this profile",

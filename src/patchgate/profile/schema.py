@@ -15,6 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 BATCH_SIZES = (1, 8, 64)  # they stand for S1, S8 and Sinf (patchgate.stats.score)
+PHASES = ("prefill", "decode")
+
+
+def scenario_name(phase: str, batch_size: int) -> str:
+    """A static scenario's name, ``prefill_b8``: what reports, verdicts and a profile's
+    ``repeats`` call it."""
+    return f"{phase}_b{batch_size}"
 
 
 @dataclass(frozen=True)
