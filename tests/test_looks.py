@@ -135,3 +135,54 @@ def test_after_a_slower_score_the_fresh_processes_can_name_the_scenarios():
     assert first.final("current", "decode_b1") == "slower"
     assert first.final("current", "prefill_b1") == "undecided"
     assert not first.unconfirmed("current", "decode_b1")
+
+
+def test_the_confirmation_spends_its_own_budget(tmp_path, monkeypatch, reporter):
+    """confirm_rounds and confirm_looks: the fresh processes replicate the finding in
+    one look of 6 rounds, each test at the whole alpha of the one comparison flagged
+    (0.05 / 1 / 1), where the first processes tested at 0.05 / 3 looks."""
+    prof = PROFILE.with_overrides(confirm_rounds=6, confirm_looks=1)
+    use_fake_engines(monkeypatch)
+    with configurations(tmp_path, "0001-slow-20.py", prof) as configs:
+        configs.start()
+        result = looks.run(configs, prof, reporter)
+    assert result.final("current", "score") == "slower"
+    assert result.confirm_looks == 1 and result.confirm_rounds == 6
+    assert result.confirm_alpha == pytest.approx(0.05)
+    assert result.alpha_look == pytest.approx(0.05 / 3)
+    assert {len(v) for v in result.confirm_samples["candidate"].values()} == {6}
+    assert {len(v) for v in result.samples["candidate"].values()} == {8}
+    assert result.confirmation["current"]["score"].alpha == pytest.approx(0.05)
+
+
+def test_a_confirmation_too_short_to_confirm_is_lengthened_and_says_so(
+        tmp_path, monkeypatch, reporter):
+    """2 rounds could never be significant at 0.05 / 3 (the smallest p is 2^-2): the
+    slowdown would pass unconfirmed. The budget takes the fewest that can (7) and a note
+    names the key; 7 rounds over two configurations are run as 8 (balanced orders)."""
+    prof = PROFILE.with_overrides(confirm_rounds=2)
+    use_fake_engines(monkeypatch)
+    with configurations(tmp_path, "0001-slow-20.py", prof) as configs:
+        configs.start()
+        result = looks.run(configs, prof, reporter)
+    assert result.final("current", "score") == "slower"
+    assert result.confirm_rounds == 7
+    assert any("7 rounds a look, not 2 (confirm_rounds)" in n for n in result.notes)
+
+
+@pytest.mark.parametrize("level, items, expected", [
+    (0.05, ["prefill_b1", "score"], 6),       # the score's half of 0.05: 2^-6 <= 0.025
+    (0.05 / 3, ["prefill_b1", "score"], 7),   # one comparison, three looks
+    (0.05 / 6, ["prefill_b1", "score"], 8),   # two comparisons, three looks
+    (0.05, ["prefill_b1", "decode_b1", "decode_b8"], 6),  # a third of 0.05: 2^-6 <= 0.0167
+])
+def test_fewest_rounds_is_where_the_smallest_signed_rank_p_first_reaches_the_share(
+        level, items, expected):
+    from patchgate import stats
+    from patchgate.latency import decide
+
+    n = decide.fewest_rounds(level, items)
+    share = decide.SCORE_SHARE if "score" in items else 1 / len(items)
+    assert n == expected
+    assert stats.signed_rank(list(range(1, n + 1))).p_greater <= share * level
+    assert stats.signed_rank(list(range(1, n))).p_greater > share * level

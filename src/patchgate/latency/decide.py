@@ -116,6 +116,18 @@ def look(diffs: Mapping[str, Sequence[float]], weights: Mapping[str, float], lev
     return out
 
 
+def fewest_rounds(level: float, items: Sequence[str]) -> int:
+    """The fewest paired rounds with which the strongest item of the family ``items`` can
+    be significant at ``level`` (:func:`look`'s weighted Holm, first step): ``score``
+    with its share when it is in the family, else a scenario with its equal share. The
+    signed-rank test's smallest p of n rounds is 2^-n (every round one way)."""
+    share = SCORE_SHARE if SCORE in items else 1 / max(1, len(items))
+    n = 2
+    while stats.signed_rank(range(1, n + 1)).p_greater > share * level and n < 64:
+        n += 1
+    return n
+
+
 def pending(decisions: Mapping[str, Decision]) -> list[str]:
     """Items still undecided."""
     return [n for n, d in decisions.items() if not d.decided]

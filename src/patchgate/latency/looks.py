@@ -16,7 +16,15 @@
    newly started engines, with its own budget of looks, and stays slower only if
    this second, independent set of processes finds it slower too. Requiring both
    can only lower the false-alarm rate; it costs power only when one of the two
-   samples is too small, which the looks prevent.
+   samples is too small, which the looks prevent. The confirmation replicates a
+   finding the first processes made at alpha, so it has a budget of its own: looks of
+   ``confirm_rounds`` rounds (the profile's ``rounds`` by default), up to
+   ``confirm_looks`` (``max_looks``), each test at alpha / (comparisons it tests x
+   ``confirm_looks``). A rejection still needs the first processes' test at their
+   level, so the false-alarm rate stays at most alpha whatever the confirmation's
+   budget; its rounds are raised to the fewest that can decide the pooled score at its
+   level (:func:`patchgate.latency.decide.fewest_rounds`), or a confirmation could
+   never confirm and every slowdown would pass.
 
 The result, :class:`LatencyResult`, holds the raw samples and the decisions; the
 verdict is built from it elsewhere (:mod:`patchgate.verdict.judge`).
@@ -67,6 +75,8 @@ class LatencyResult:
     confirmation: dict[str, dict[str, decide.Decision]] = field(default_factory=dict)
     confirm_samples: Samples = field(default_factory=dict)
     confirm_looks: int = 0
+    confirm_rounds: int = 0  # rounds a look in the fresh processes (0: none measured)
+    confirm_alpha: float | None = None  # the level of the fresh processes' tests
     same_as_current: bool = False
     notes: list[str] = field(default_factory=list)
     batch_sizes: tuple[int, ...] | None = None
@@ -195,7 +205,8 @@ def run(configs: Configurations, prof: Profile, reporter, schedule: Schedule | N
                                      len(scenarios))
         first = _Series(labels=("candidate", *against), samples=samples,
                         decisions=result.decisions, first_round=0,
-                        items={comp: _items(comp, scenarios) for comp in against})
+                        items={comp: _items(comp, scenarios) for comp in against},
+                        alpha=alpha_look, rounds=prof.rounds, max_looks=k_max)
         _decide(first, result, prof, look=1)
         if not result.same_as_current:
             _looks(configs, prof, result, first, start=2, reporter=reporter, bar=bar,
@@ -212,20 +223,24 @@ class _Series:
     """One set of engine processes and what its looks found: the ``labels`` measured,
     their ``samples``, per comparison the ``items`` decided and their ``decisions``, the
     number of its ``first_round`` (each series draws its own token ids) and how many
-    ``looks`` it took."""
+    ``looks`` it took; its budget: ``rounds`` a look, at most ``max_looks`` looks, each
+    test at level ``alpha``."""
 
     labels: tuple[str, ...]
     samples: Samples
     decisions: dict[str, dict[str, decide.Decision]]
     items: dict[str, list[str]]
     first_round: int
+    alpha: float
+    rounds: int
+    max_looks: int
     looks: int = 1
 
 
 def _decide(series: _Series, result: LatencyResult, prof: Profile, look: int) -> None:
     """Every comparison of ``series`` after ``look`` (:func:`patchgate.latency.decide.look`:
-    each test at alpha / max_looks); outcomes reached at an earlier look stand."""
-    level = decide.Level(prof.thresholds.latency, result.alpha_look)
+    each test at the series' level); outcomes reached at an earlier look stand."""
+    level = decide.Level(prof.thresholds.latency, series.alpha)
     for comp, items in series.items.items():
         diffs = decide.differences(series.samples["candidate"], series.samples[comp])
         series.decisions[comp] = decide.look(diffs, result.weights, level, look,
@@ -235,12 +250,12 @@ def _decide(series: _Series, result: LatencyResult, prof: Profile, look: int) ->
 
 def _looks(configs: Configurations, prof: Profile, result: LatencyResult, series: _Series, *,
            start: int, reporter, bar, timer: Callable) -> None:
-    """Looks ``start``..``max_looks`` of ``series``, the one loop of the phase: each
-    measures ``rounds`` more rounds of the scenarios its undecided items need (every
+    """Looks ``start``..``series.max_looks``, the one loop of the phase: each measures
+    ``series.rounds`` more rounds of the scenarios its undecided items need (every
     scenario while the pooled score is undecided) and decides them; a series that starts
     at look 1 (fresh engines) measures every item it decides, after a warm-up."""
     use = configs.by_name(series.labels)
-    for k in range(start, result.max_looks + 1):
+    for k in range(start, series.max_looks + 1):
         if k == 1:
             wanted = sorted({i for items in series.items.values() for i in items})
         else:
@@ -257,11 +272,11 @@ def _looks(configs: Configurations, prof: Profile, result: LatencyResult, series
         if k > 1:
             again = "confirmation " if series.first_round else ""
             reporter.say(f"{again}undecided: {', '.join(wanted)}; look {k} of "
-                         f"{result.max_looks}: {prof.rounds} more rounds of {len(pend)} "
+                         f"{series.max_looks}: {series.rounds} more rounds of {len(pend)} "
                          "scenario(s)")
-            bar.total += balanced_rounds(prof.rounds, len(use)) * len(pend) * len(use)
+            bar.total += balanced_rounds(series.rounds, len(use)) * len(pend) * len(use)
             bar.refresh()
-        more = timer(use, pend, Rounds.of(prof, warmup=k == 1,
+        more = timer(use, pend, Rounds.of(prof, warmup=k == 1, rounds=series.rounds,
                                           first=series.first_round + k * LOOK_ROUNDS), bar)
         _extend(series.samples, more, configs, series.labels)
         _decide(series, result, prof, look=k)
@@ -290,7 +305,8 @@ def judged(samples: Samples, scenarios: list[Scenario], profile: Profile, agains
                            batch_sizes=batch_sizes)
     _decide(_Series(labels=("candidate", *against), samples=samples,
                     decisions=result.decisions, first_round=0,
-                    items={comp: _items(comp, scenarios) for comp in against}),
+                    items={comp: _items(comp, scenarios) for comp in against},
+                    alpha=alpha_look, rounds=profile.rounds, max_looks=k_max),
             result, profile, look=1)
     return result
 
@@ -312,13 +328,50 @@ def _confirm(configs: Configurations, prof: Profile, result: LatencyResult, agai
                    "fresh engine processes")
     configs.start(labels)
     reporter.phase("confirm")
+    budget = confirm_budget(prof, flagged)
+    if budget.note:
+        result.notes.append(budget.note)
     again = _Series(labels=labels, samples=result.confirm_samples, decisions={},
-                    items=flagged, first_round=CONFIRM_ROUNDS, looks=0)
+                    items=flagged, first_round=CONFIRM_ROUNDS, looks=0, alpha=budget.alpha,
+                    rounds=budget.rounds, max_looks=budget.looks)
     pend = _needed(items_all, result.scenarios)
     use = len(configs.by_name(labels))
-    with reporter.progress(_calls(prof, pend, use, prof.warmup), "confirm") as bar:
+    with reporter.progress(_calls(prof, pend, use, prof.warmup, budget.rounds),
+                           "confirm") as bar:
         _looks(configs, prof, result, again, start=1, reporter=reporter, bar=bar, timer=timer)
     result.confirmation, result.confirm_looks = again.decisions, again.looks
+    result.confirm_rounds, result.confirm_alpha = budget.rounds, budget.alpha
+
+
+@dataclass(frozen=True)
+class ConfirmBudget:
+    """What the confirmation may spend: ``rounds`` a look, up to ``looks`` looks, each
+    test at level ``alpha``; ``note`` says when the rounds were raised."""
+
+    rounds: int
+    looks: int
+    alpha: float
+    note: str = ""
+
+
+def confirm_budget(prof: Profile, flagged: dict[str, list[str]]) -> ConfirmBudget:
+    """The confirmation's budget (step 3 of the module docstring) for the ``flagged``
+    items of each comparison: the profile's ``confirm_rounds`` and ``confirm_looks``
+    (its ``rounds`` and ``max_looks`` where unset), tests at alpha / (comparisons x
+    looks), rounds raised to the fewest that can decide the strongest item of every
+    comparison's family at that level."""
+    looks = prof.confirm_looks or max(1, prof.max_looks)
+    alpha = prof.thresholds.alpha / (max(1, len(flagged)) * looks)
+    asked = prof.confirm_rounds or prof.rounds
+    need = max((decide.fewest_rounds(alpha, items) for items in flagged.values()),
+               default=2)
+    if asked >= need:
+        return ConfirmBudget(asked, looks, alpha)
+    key = "confirm_rounds" if prof.confirm_rounds else "rounds"
+    return ConfirmBudget(need, looks, alpha, note=(
+        f"the confirmation took {need} rounds a look, not {asked} ({key}): its tests run "
+        f"at {alpha:.3g} ({len(flagged)} comparison(s), {looks} look(s)), where fewer "
+        "rounds could not confirm the slowdown"))
 
 
 def _power_notes(rounds: int, alpha_look: float, scenarios: int = 6) -> list[str]:
@@ -349,7 +402,9 @@ def _short_warmup(prof) -> str:
     return f", <= {prof.warmup_tokens} tokens a call"
 
 
-def _calls(prof, scenarios, configurations: int, warmup: int) -> int:
-    """Timed and warm-up calls of one :func:`measure` (a progress bar's total)."""
-    return (warmup + balanced_rounds(prof.rounds, configurations)) * len(scenarios) * \
-        configurations
+def _calls(prof, scenarios, configurations: int, warmup: int, rounds: int | None = None
+           ) -> int:
+    """Timed and warm-up calls of one :func:`measure` (a progress bar's total), of
+    ``rounds`` timed rounds (the profile's by default)."""
+    return (warmup + balanced_rounds(rounds or prof.rounds, configurations)) * \
+        len(scenarios) * configurations

@@ -64,10 +64,12 @@ class Rounds:
     repeats: dict = field(default_factory=dict)  # {scenario: calls a timed sample averages}
 
     @classmethod
-    def of(cls, profile, warmup: bool = True, first: int = 0) -> Rounds:
+    def of(cls, profile, warmup: bool = True, first: int = 0, rounds: int | None = None
+           ) -> Rounds:
         """The profile's schedule (``warmup=False``: a further look, no warm-up), its
-        rounds numbered from ``first`` (looks and confirmations use their own ranges)."""
-        return cls(profile.rounds, profile.warmup if warmup else 0, profile.seed,
+        rounds numbered from ``first`` (looks and confirmations use their own ranges);
+        ``rounds`` timed rounds instead of the profile's (a confirmation's)."""
+        return cls(rounds or profile.rounds, profile.warmup if warmup else 0, profile.seed,
                    profile.settle_s, first, profile.warmup_tokens, dict(profile.repeats))
 
     def calls(self, scenario: Scenario, timed: bool) -> int:

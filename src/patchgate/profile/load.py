@@ -258,6 +258,8 @@ RANGES = {
     "warmup": Range(0),
     "warmup_tokens": _COUNT,
     "max_looks": _COUNT,
+    "confirm_rounds": Range(2),
+    "confirm_looks": _COUNT,
     "settle_s": Range(0),
     "call_timeout_s": _POSITIVE,
     "import_timeout_s": _POSITIVE,

@@ -109,6 +109,14 @@ class Profile:
     # A slowdown counts only if fresh engine processes find it too (patchgate.latency):
     # a steady per-process difference is not a change.
     confirm: bool = True
+    # The confirmation replicates a slowdown the first processes found at alpha: each of
+    # its looks measures ``confirm_rounds`` rounds (None: ``rounds``), and its tests run
+    # at alpha / (comparisons it tests x ``confirm_looks``) (None: ``max_looks``). The
+    # rounds are raised, with a note, to the fewest that can decide the pooled score at
+    # that level (patchgate.latency.looks): a confirmation that cannot confirm would
+    # accept every slowdown.
+    confirm_rounds: int | None = None
+    confirm_looks: int | None = None
     settle_s: float = 0.01  # pause before each timed call (patchgate.latency.measure)
     # A call into a transformers worker that has not answered after this long (a
     # patch that hangs) ends the run with an error; a call here takes seconds.

@@ -36,6 +36,15 @@ def _outcome(r: dict) -> str:
     return f"{mark} {r['outcome']}" if r.get("outcome") else mark
 
 
+def _confirm_budget(block: dict) -> str:
+    """`` (6 rounds a look, each test at 0.05)``: the fresh processes' budget, where the
+    verdict records it (older verdicts do not)."""
+    if not block.get("confirm_rounds") or block.get("confirm_alpha") is None:
+        return ""
+    return (f" ({block['confirm_rounds']} rounds a look, each test at "
+            f"{block['confirm_alpha']:.3g})")
+
+
 def _ci(r: dict) -> str:
     lo, hi = r.get("ci_low"), r.get("ci_high")
     if lo is None and hi is None:
@@ -101,8 +110,8 @@ def latency_lines(verdict: dict) -> list[str]:
         f"threshold {100 * block['threshold']:g} %, alpha {block['alpha']:g} over "
         f"{block['max_looks']} look(s) (each at {block['alpha_look']:.3g}, Holm over the "
         f"scenarios and the score); looks taken: {block['looks']}"
-        + (f", {block['confirm_looks']} in fresh processes" if block.get("confirm_looks")
-           else ""))
+        + (f", {block['confirm_looks']} in fresh processes{_confirm_budget(block)}"
+           if block.get("confirm_looks") else ""))
     if block.get("noise") is not None:
         cal_noise = (verdict.get("calibration") or {}).get("noise")
         beside = (f"; {block['noise'] / cal_noise:.1f}x the {100 * cal_noise:.2f} % "

@@ -158,8 +158,16 @@ def summarize(runs: list[dict], slowdowns: list[float]) -> dict:
 
 def _settings(prof) -> dict:
     th = prof.thresholds
-    return {"rounds": prof.rounds, "max_looks": prof.max_looks, "threshold": th.latency,
-            "alpha": th.alpha, "confirm": prof.confirm, "settle_s": prof.settle_s}
+    out = {"rounds": prof.rounds, "max_looks": prof.max_looks, "threshold": th.latency,
+           "alpha": th.alpha, "confirm": prof.confirm, "settle_s": prof.settle_s}
+    # keys of the test that newer profiles set: only where set, so that a calibration
+    # recorded before them still takes --append
+    for key in ("confirm_rounds", "confirm_looks"):
+        if getattr(prof, key) is not None:
+            out[key] = getattr(prof, key)
+    if prof.repeats:
+        out["repeats"] = dict(prof.repeats)
+    return out
 
 
 def _previous(target: Path, prof, env: dict) -> list[dict]:

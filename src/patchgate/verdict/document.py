@@ -101,6 +101,8 @@ class Latency(TypedDict):
     max_looks: int
     looks: int
     confirm_looks: int
+    confirm_rounds: int  # rounds a look in the fresh processes (0: no confirmation)
+    confirm_alpha: float | None  # the level of each of their tests
     pairing: str
     weights: dict[str, float]
     score: Pooled

@@ -94,7 +94,8 @@ def latency_block(lat: LatencyResult, profile: Profile) -> Latency:
     assert score is not None
     return {"threshold": profile.thresholds.latency, "alpha": profile.thresholds.alpha,
             "alpha_look": lat.alpha_look, "max_looks": lat.max_looks, "looks": lat.looks,
-            "confirm_looks": lat.confirm_looks, "pairing": "by round",
+            "confirm_looks": lat.confirm_looks, "confirm_rounds": lat.confirm_rounds,
+            "confirm_alpha": lat.confirm_alpha, "pairing": "by round",
             "weights": lat.weights, "score": score, "best": pooled(lat, "best"),
             "noise": evidence.noise(lat),
             "inputs": "fresh token ids every round (from the profile's seed), the same for "
