@@ -204,14 +204,3 @@ def test_the_load_dies_with_a_calibration_that_is_killed():
         time.sleep(0.1)
     assert not any(alive(p) for p in spinners)
 
-
-def test_spread_runs_go_longest_first_and_come_back_in_job_order():
-    """Planted runs (they confirm in fresh engines: the long ones) go to the nodes
-    first; the records keep the interleaved order of the jobs."""
-    from patchgate.tools.calibrate import longest_first
-
-    jobs = [(None, f, "quiet", 0, i) for i in range(3) for f in (0.0, 0.05, 0.1)]
-    order = longest_first(jobs)
-    assert [jobs[i][1] for i in order] == [0.05, 0.1] * 3 + [0.0] * 3
-    assert sorted(order) == list(range(len(jobs)))
-    assert [jobs[i][4] for i in order[:6]] == [0, 0, 1, 1, 2, 2]

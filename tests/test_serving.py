@@ -24,7 +24,7 @@ import pytest
 from patchgate.engines.configurations import Configurations
 from patchgate.errors import PatchgateError
 from patchgate.guard.decision import AccuracyDecision
-from patchgate.latency import explain, sets
+from patchgate.latency import budgets, explain, sets
 from patchgate.latency import looks as latency
 from patchgate.latency.serving import bench, configurations, phase, server
 from patchgate.latency.serving.scenarios import ServingScenario, batch_sizes, make_scenarios
@@ -432,8 +432,8 @@ def test_serving_items_are_weighted_as_the_contest_weighs_s1_s8_sinf():
     assert d["serving_c8"].outcome == "slower" and d["serving_c1"].outcome != "slower"
     assert d["score"].comparison.ratio == pytest.approx(1.2 ** 0.3, rel=1e-3)
     # 12 paired rounds: a serving scenario's share of alpha is reachable (1/3 of Holm's rest)
-    assert latency._power_notes(12, res.alpha_look, 3) == []
-    assert latency._power_notes(6, res.alpha_look, 3)
+    assert budgets.power_notes(12, res.alpha_look, 3) == []
+    assert budgets.power_notes(6, res.alpha_look, 3)
 
 
 def test_commands_to_run_alone_and_their_comparison(tmp_path, capsys):

@@ -66,6 +66,19 @@ def test_a_calibration_spreads_whole_runs_over_the_nodes(three_nodes, tmp_path, 
     assert slots_free(3)
 
 
+def test_spread_runs_go_longest_first_and_come_back_in_job_order():
+    """Planted runs (they confirm in fresh engines: the long ones) go to the nodes
+    first, each kind in job order."""
+    from patchgate.spread.runs import longest_first
+
+    jobs = [(None, f, "quiet", 0, i) for i in range(3) for f in (0.0, 0.05, 0.1)]
+    order = longest_first(jobs, lambda job: job[1] != 0.0)
+    assert [jobs[i][1] for i in order] == [0.05, 0.1] * 3 + [0.0] * 3
+    assert sorted(order) == list(range(len(jobs)))
+    assert [jobs[i][4] for i in order[:6]] == [0, 0, 1, 1, 2, 2]
+    assert longest_first(jobs, lambda job: False) == list(range(len(jobs)))
+
+
 def test_a_cluster_without_a_bench_slot_is_refused_by_name(three_nodes):
     slots = cluster.connect("auto")
     assert len(slots) == 3 and set(slots.values()) == {1}
@@ -157,6 +170,81 @@ def test_a_gate_run_with_ray_spreads_accuracy_to_the_serial_verdict(three_nodes,
     assert actors_alive() == 0
 
 
+def test_a_look_is_cut_into_blocks_numbered_apart_one_a_node():
+    """Each node measures whole rounds, its own warm-up first; no two blocks share a
+    round number (each round draws its own token ids); one node is the look itself."""
+    from patchgate.latency.measure import Rounds
+    from patchgate.spread.latency import blocks
+
+    look = Rounds(timed=8, warmup=1, first=100)
+    parts = blocks(look, 3, 2)
+    assert [(p.timed, p.warmup, p.first) for p in parts] == [(4, 1, 100), (4, 1, 105),
+                                                              (4, 1, 110)]
+    numbers = [set(range(p.first, p.first + p.warmup + p.timed)) for p in parts]
+    assert not (numbers[0] & numbers[1] or numbers[1] & numbers[2])
+    assert blocks(look, 1, 2) == [look]
+    assert [p.timed for p in blocks(Rounds(timed=8), 3, 3)] == [3, 3, 3]  # balanced
+
+
+def test_a_gate_run_with_ray_times_every_round_on_one_node(three_nodes, tmp_path,
+                                                           monkeypatch):
+    """``guard --ray``: latency in a bench on each of the three nodes, a block of rounds
+    each, and the confirmation's fresh engines there too; the same decisions as the
+    serial run (fakes of exact speed), the verdict says where every block ran; one
+    bench gives the serial run's rounds; nothing left on the cluster."""
+    from fakes import FakeEngine, use_fake_engines
+    from transformers import AutoTokenizer
+
+    from patchgate.gate import GuardOptions, run_guard
+    from patchgate.report.console import Reporter
+
+    use_fake_engines(monkeypatch)
+    prof = PROFILE.with_overrides(tasks=("fact_mc",))
+    monkeypatch.setattr(FakeEngine, "tokenizer", AutoTokenizer.from_pretrained(
+        prof.model_path(), trust_remote_code=True))
+    folder = tmp_path / "patches"
+    fakes_write(folder, "0001-slow-20.py")
+
+    def run(name, **kw):
+        return run_guard(GuardOptions(profile=prof, patches_dir=folder,
+                                      baselines_dir=tmp_path / name, changelog=tmp_path /
+                                      f"{name}.md", base="worktree", quiet=True, **kw),
+                         Reporter(quiet=True))
+
+    spread, serial = run("ray", ray="auto"), run("serial")
+    assert spread["verdict"] == serial["verdict"] == "rejected"
+    outcomes = [(r["name"], r["outcome"]) for r in spread["scenarios"]]
+    assert outcomes == [(r["name"], r["outcome"]) for r in serial["scenarios"]]
+    assert spread["latency"]["score"]["outcome"] == serial["latency"]["score"]["outcome"]
+    where = spread["latency"]["spread"]
+    assert len(where["nodes"]) == 3 and len(where["classes"]) == 1
+    # the first look (8 rounds: 4 on each node, 12 in all) and the confirmation's
+    assert [b["rounds"] for b in where["blocks"]] == [4] * 6
+    assert len({b["first_round"] for b in where["blocks"]}) == 6
+    assert {b["node"] for b in where["blocks"]} == set(where["nodes"])
+    assert where["rounds_on_one_node"] == 1.0
+    assert spread["latency"]["score"]["rounds"] == 12
+    assert "spread" not in serial["latency"]
+    assert any("Ray node" in m for m in [spread["measured"]["latency"]])
+    one = run("one", ray="auto", ray_benches=1)
+    assert [b["rounds"] for b in one["latency"]["spread"]["blocks"]] == [8, 8]
+    assert one["latency"]["score"]["rounds"] == serial["latency"]["score"]["rounds"] == 8
+    assert one["verdict"] == "rejected"
+    assert actors_alive() == 0 and slots_free(3)
+
+
+def test_what_a_spread_run_cannot_do_is_refused_before_it_starts(three_nodes, tmp_path):
+    from patchgate.gate import GuardOptions, run_guard
+    from patchgate.report.console import Reporter
+
+    folder = fakes_write(tmp_path / "patches", "0001-same.py")
+    with pytest.raises(PatchgateError, match="--explain with --ray"):
+        run_guard(GuardOptions(profile=PROFILE, patches_dir=folder, baselines_dir=tmp_path /
+                               "b", changelog=tmp_path / "c.md", base="worktree",
+                               quiet=True, ray="auto", explain=True), Reporter(quiet=True))
+    assert not (tmp_path / "b").exists()
+
+
 def test_a_run_whose_node_dies_runs_again_elsewhere_or_fails_whole(three_nodes, tmp_path):
     """A node removed while the runs go on: each run is whole (the one it held runs
     again on another node: Ray retries a lost task), or the calibration is an error and
@@ -246,7 +334,8 @@ def actors_alive(wait_s: float = 15.0) -> int:
     end = time.monotonic() + wait_s
     while True:
         n = len([a for a in state.actors().values()
-                 if a.get("State") != "DEAD" and "EngineActor" in a.get("ActorClassName", "")])
+                 if a.get("State") != "DEAD" and
+                 any(k in a.get("ActorClassName", "") for k in ("EngineActor", "BenchActor"))])
         if n == 0 or time.monotonic() > end:
             return n
         time.sleep(0.3)

@@ -146,13 +146,18 @@ def _add_guard(sub, root: Path) -> None:
     g.add_argument("--force-environment", action="store_true",
                    help="use stored results from another environment (not recommended)")
     g.add_argument("--ray", metavar="ADDRESS",
-                   help="spread the accuracy guard over a Ray cluster ('auto': the one this "
-                   "machine belongs to): each configuration's engines run in actors (one "
-                   "GPU each on a GPU profile), every item's score as the serial run's; "
-                   "latency stays on this machine (pip install -e .[ray])")
+                   help="spread the run over a Ray cluster ('auto': the one this machine "
+                   "belongs to): latency in one bench per node that offers a bench slot, "
+                   "every round on one node, a block of rounds each; the accuracy guard's "
+                   "engines in actors (one GPU each on a GPU profile), every item's score "
+                   "as the serial run's (pip install -e .[ray])")
     g.add_argument("--ray-actors", type=int, metavar="N",
-                   help="with --ray: engines per configuration (default: one per node that "
-                   "offers a bench slot)")
+                   help="with --ray: accuracy engines per configuration (default: half the "
+                   "nodes that offer a bench slot: the candidate's and the reference's "
+                   "side by side)")
+    g.add_argument("--ray-benches", type=int, metavar="N",
+                   help="with --ray: latency benches, one a node (default: every node that "
+                   "offers a bench slot; 0: latency on this machine)")
     g.add_argument("--quiet", action="store_true",
                    help="no progress bars or progress lines (the step lines stay)")
     g.set_defaults(handler=None)
@@ -221,6 +226,9 @@ def _guard(args, reporter) -> int:
     if args.ray_actors is not None and (args.ray is None or args.ray_actors < 1):
         raise PatchgateError(f"--ray-actors {args.ray_actors}: needs --ray and at least 1",
                              hint="e.g. --ray auto --ray-actors 4")
+    if args.ray_benches is not None and (args.ray is None or args.ray_benches < 0):
+        raise PatchgateError(f"--ray-benches {args.ray_benches}: needs --ray and at least 0",
+                             hint="e.g. --ray auto --ray-benches 2 (0: latency here)")
     opts = GuardOptions(profile=profile, patches_dir=args.patches,
                         baselines_dir=args.baselines, changelog=args.changelog,
                         json_path=args.json, accept=args.accept, record=args.record,
@@ -228,7 +236,7 @@ def _guard(args, reporter) -> int:
                         allow_slower=args.allow_slower, attribute=args.attribute,
                         explain=args.explain, base=args.base,
                         origin=origin(args.profile, _overrides(args)), ray=args.ray,
-                        ray_actors=args.ray_actors)
+                        ray_actors=args.ray_actors, ray_benches=args.ray_benches)
     verdict = run_guard(opts, reporter)
     print(render_terminal(verdict))
     if args.markdown:

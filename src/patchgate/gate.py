@@ -50,8 +50,9 @@ class GuardOptions:
     explain: bool = False  # profile the scenarios found slower, both sides, and diff
     base: str | None = None  # the git revision whose stored state judges (None: HEAD)
     origin: dict | None = None  # the profile's file, hash and overrides (profile.origin)
-    ray: str | None = None  # a Ray cluster's address: accuracy spreads over its nodes
-    ray_actors: int | None = None  # engines per configuration there (None: one per node)
+    ray: str | None = None  # a Ray cluster's address: latency and accuracy spread over it
+    ray_actors: int | None = None  # accuracy engines per configuration (None: one per node)
+    ray_benches: int | None = None  # latency benches (None: one per node; 0: here)
 
 
 @dataclass
@@ -97,11 +98,16 @@ def run_guard(opts: GuardOptions, reporter: Reporter | None = None) -> document.
     probe([p for p in patch_sets["candidate"] if p.has_apply], prof.import_timeout_s,
           run.watch.roots, restore=run.watch.stored)
     with Configurations(prof, patch_sets, reporter.say) as configs:
-        if opts.ray:  # accuracy on the cluster; latency stays here, both sides on one node
+        if opts.ray:  # accuracy in pools of actors; latency in benches, a round on one node
             from .spread import accuracy as spread_accuracy
+            from .spread import latency as spread_latency
 
+            spread_latency.check(opts, prof)
             configs.spread_accuracy(spread_accuracy.pools(opts.ray, opts.ray_actors,
                                                           say=reporter.say))
+            if opts.ray_benches != 0:
+                configs.spread_latency(spread_latency.benches(opts.ray, opts.ray_benches,
+                                                              say=reporter.say))
         verdict, record = _measure(run, configs, scenario_set, guard, notes)
     reporter.phase("write", "writing results")
     writes.write(opts, store, verdict, record, run.watch)
@@ -138,12 +144,15 @@ def _measure(run: _Run, configs: Configurations, scenario_set, guard, notes: lis
     spread = configs.accuracy_spread()
     if spread:
         accuracy_doc["spread"] = spread
+    lat_spread = configs.latency_spread()
     reporter.phase("judge")
     compared = "current baseline" if not configs.same("current", "reference") or \
         run.stored["current"] else "reference"
     cal = run.state.calibration
     judgement = judge(prof, lat.latency, accuracy_doc, found.decision, compared_with=compared,
                       allow_slower=opts.allow_slower, calibrated_noise=(cal or {}).get("noise"))
+    if lat_spread:
+        judgement["latency"]["spread"] = lat_spread
     offclock_notes = offclock.after_judgement(lat.latency.offclock,
                                               judgement["verdict"] == evidence.REJECTED)
     if lat.latency.answers and not found.decision.fails:

@@ -17,6 +17,9 @@ threads every engine of the run uses is fixed at the first start (:mod:`.cpu`).
 The accuracy guard asks for :meth:`Configurations.accuracy_engine`: the configuration's
 engine, or, where the run spreads accuracy (:meth:`Configurations.spread_accuracy`, the
 gate's ``--ray``), a pool of engines elsewhere that this object owns and closes too.
+Where the run spreads latency (:meth:`Configurations.spread_latency`), the engines run on
+the cluster's nodes instead of here, in a bench (:mod:`patchgate.spread.latency`) that
+this object starts and closes; :attr:`Configurations.latency_bench` is the looks' timer then.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .. import sandbox
+from ..errors import PatchgateError
 from ..patches import Patch, content_key
 from . import cpu
 from .base import Engine, described
@@ -52,6 +56,9 @@ class Configurations:
         self.notes: list[str] = []  # for the verdict: how the engines were started
         self._pool_maker: Callable | None = None  # (profile, patches, label) -> engine
         self._pools: dict[str, Engine] = {}  # by key
+        self._bench_maker: Callable | None = None  # (profile, sets, described) -> bench
+        self.latency_bench = None  # the latency bench on the cluster's nodes, once started
+        self._bench_record: dict | None = None  # where latency ran, kept after it closes
 
     # ------------------------------------------------------------------ naming
     def name(self, label: str) -> str:
@@ -71,6 +78,9 @@ class Configurations:
     def start(self, labels: tuple[str, ...] | None = None) -> None:
         """(Re)start one engine per distinct patch set of ``labels`` (all by default),
         each in fresh processes; the engines of other labels keep running."""
+        if self._bench_maker is not None:
+            self._start_bench(labels)
+            return
         keys = {self.keys[lb] for lb in (labels or self.labels)}
         fresh = any(key in self._engines for key in keys)
         for key in keys:
@@ -92,6 +102,40 @@ class Configurations:
         for label, eng in started.items():
             self._engines[self.keys[label]] = eng
 
+    def _start_bench(self, labels: tuple[str, ...] | None) -> None:
+        """Start (or restart, in fresh processes) the engines of ``labels`` on every node
+        of the bench, the bench built on the first start."""
+        if self.latency_bench is None:
+            firsts = [name.split("+")[0] for name in self.names()]
+            bench = self._bench_maker(self.profile, {lb: self.sets[lb] for lb in self.labels},
+                                      self.described())
+            self.latency_bench = bench
+            self._say(f"latency on {len(bench.nodes)} Ray node(s), every round on one node: "
+                      f"{', '.join(firsts)} there")
+        self.starts += 1
+        self.latency_bench.start(labels)
+        for note in self.latency_bench.notes:
+            if note not in self.notes:
+                self.notes.append(note)
+
+    def spread_latency(self, make: Callable) -> None:
+        """Latency on the nodes of a cluster: ``make(profile, sets, described)`` builds the
+        bench (:class:`patchgate.spread.latency.Bench`) that :meth:`start` starts there;
+        no engine runs here then."""
+        self._bench_maker = make
+
+    def latency_spread(self) -> dict | None:
+        """Where latency ran (the bench's ``spread()``), or None where it ran here."""
+        if self.latency_bench is not None:
+            return self.latency_bench.spread()
+        return self._bench_record
+
+    def _close_bench(self) -> None:
+        if self.latency_bench is not None:
+            self._bench_record = self.latency_bench.spread()
+            self.latency_bench.close()
+            self.latency_bench = None
+
     @property
     def cpu_threads(self) -> int | None:
         """The CPU threads this run's engines use (:mod:`.cpu`); None before the first
@@ -107,12 +151,18 @@ class Configurations:
     def ensure_started(self, labels: tuple[str, ...] | None = None) -> None:
         """Start the engines of ``labels`` (all by default) that do not run yet: after
         the serving set, the guard starts only the engines it needs."""
+        if self.latency_bench is not None:  # on the cluster's nodes, all started there
+            return
         missing = tuple(lb for lb in (labels or self.labels)
                         if self.keys[lb] not in self._engines)
         if missing:
             self.start(missing)
 
     def engine(self, label: str) -> Engine:
+        if self._bench_maker is not None:
+            raise PatchgateError(f"the engine of {label} runs on the Ray cluster's nodes "
+                                 "(--ray): nothing here can call it",
+                                 hint="run without --ray for --explain and --attribute")
         return self._engines[self.keys[label]]
 
     def spread_accuracy(self, make: Callable) -> None:
@@ -128,6 +178,7 @@ class Configurations:
             return self.engine(label)
         key = self.keys[label]
         if key not in self._pools:
+            self._close_bench()  # its engines hold the nodes' memory (and GPUs)
             if self.profile.device == "cuda" and self._engines:
                 # this machine's GPU may be one the pools get: the latency engines give
                 # its memory back first (a later phase that needs them starts them again)
@@ -154,10 +205,14 @@ class Configurations:
         """``{engine name: engine}`` for ``labels`` (all by default), in label order."""
         out: dict[str, Engine] = {}
         for lb in labels or self.labels:
-            out.setdefault(self.name(lb), self.engine(lb))
+            if self.latency_bench is not None:  # the names are what the bench's timer needs
+                out.setdefault(self.name(lb), self.latency_bench)
+            else:
+                out.setdefault(self.name(lb), self.engine(lb))
         return out
 
     def close(self) -> None:
+        self._close_bench()
         for eng in [*self._engines.values(), *self._pools.values()]:
             eng.close()
         self._engines.clear()

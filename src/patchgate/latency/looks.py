@@ -33,7 +33,6 @@ verdict is built from it elsewhere (:mod:`patchgate.verdict.judge`).
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -41,7 +40,7 @@ from ..engines.configurations import Configurations
 from ..profile import Profile
 from ..stats import SLOWER, UNDECIDED, median, speed_score
 from ..stats.score import batch_keys
-from . import decide, offclock
+from . import budgets, decide, offclock
 from .measure import Rounds, balanced_rounds, measure
 from .scenarios import Scenario, make_scenarios
 
@@ -201,7 +200,7 @@ def run(configs: Configurations, prof: Profile, reporter, schedule: Schedule | N
                                same_as_current=configs.same("candidate", "current"),
                                batch_sizes=sizes if schedule.stands_in else None,
                                answers=answers)
-        result.notes += _power_notes(balanced_rounds(prof.rounds, n), alpha_look,
+        result.notes += budgets.power_notes(balanced_rounds(prof.rounds, n), alpha_look,
                                      len(scenarios))
         first = _Series(labels=("candidate", *against), samples=samples,
                         decisions=result.decisions, first_round=0,
@@ -328,7 +327,7 @@ def _confirm(configs: Configurations, prof: Profile, result: LatencyResult, agai
                    "fresh engine processes")
     configs.start(labels)
     reporter.phase("confirm")
-    budget = confirm_budget(prof, flagged)
+    budget = budgets.confirm_budget(prof, flagged)
     if budget.note:
         result.notes.append(budget.note)
     again = _Series(labels=labels, samples=result.confirm_samples, decisions={},
@@ -341,49 +340,6 @@ def _confirm(configs: Configurations, prof: Profile, result: LatencyResult, agai
         _looks(configs, prof, result, again, start=1, reporter=reporter, bar=bar, timer=timer)
     result.confirmation, result.confirm_looks = again.decisions, again.looks
     result.confirm_rounds, result.confirm_alpha = budget.rounds, budget.alpha
-
-
-@dataclass(frozen=True)
-class ConfirmBudget:
-    """What the confirmation may spend: ``rounds`` a look, up to ``looks`` looks, each
-    test at level ``alpha``; ``note`` says when the rounds were raised."""
-
-    rounds: int
-    looks: int
-    alpha: float
-    note: str = ""
-
-
-def confirm_budget(prof: Profile, flagged: dict[str, list[str]]) -> ConfirmBudget:
-    """The confirmation's budget (step 3 of the module docstring) for the ``flagged``
-    items of each comparison: the profile's ``confirm_rounds`` and ``confirm_looks``
-    (its ``rounds`` and ``max_looks`` where unset), tests at alpha / (comparisons x
-    looks), rounds raised to the fewest that can decide the strongest item of every
-    comparison's family at that level."""
-    looks = prof.confirm_looks or max(1, prof.max_looks)
-    alpha = prof.thresholds.alpha / (max(1, len(flagged)) * looks)
-    asked = prof.confirm_rounds or prof.rounds
-    need = max((decide.fewest_rounds(alpha, items) for items in flagged.values()),
-               default=2)
-    if asked >= need:
-        return ConfirmBudget(asked, looks, alpha)
-    key = "confirm_rounds" if prof.confirm_rounds else "rounds"
-    return ConfirmBudget(need, looks, alpha, note=(
-        f"the confirmation took {need} rounds a look, not {asked} ({key}): its tests run "
-        f"at {alpha:.3g} ({len(flagged)} comparison(s), {looks} look(s)), where fewer "
-        "rounds could not confirm the slowdown"))
-
-
-def _power_notes(rounds: int, alpha_look: float, scenarios: int = 6) -> list[str]:
-    """Say so when a look has too few rounds for a scenario alone to reach its share of
-    alpha: the signed-rank test's smallest p-value is 2^-rounds."""
-    share = alpha_look * (1 - decide.SCORE_SHARE) / max(1, scenarios)
-    need = math.ceil(math.log2(1 / share))
-    if rounds >= need:
-        return []
-    return [f"{rounds} rounds a look: a scenario alone cannot be significant before "
-            f"{need} rounds (its share of alpha is {share:.2g}, the smallest p of "
-            f"{rounds} paired rounds 2^-{rounds}); the pooled score can"]
 
 
 def _by_batch(scenarios: list[Scenario], batch_sizes) -> dict[str, list[Scenario]]:

@@ -8,6 +8,8 @@ the scenarios found slower in those engines.
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..errors import PatchgateError
 from . import explain, looks
 from .scenarios import make_scenarios
@@ -31,10 +33,16 @@ class StaticSet:
         reporter.phase("engines")
         configs.start()
         reporter.phase("latency")
-        result = looks.run(configs, prof, reporter)
+        schedule = looks.Schedule.static(prof)
+        where = "measured now"
+        bench = configs.latency_bench
+        if bench is not None:  # on the cluster's nodes, a block of rounds each
+            schedule = dataclasses.replace(schedule, timer=bench.measure)
+            where = f"measured now on {len(bench.nodes)} Ray node(s), every round on one"
+        result = looks.run(configs, prof, reporter, schedule)
         block = None
         if phase.explain_dir is not None:
             reporter.phase("explain", "explain: profiling the slower scenarios")
             block = explain.in_engines(configs, result, prof.seed, phase.explain_dir,
                                        reporter.say, phase.explicit_folder)
-        return LatencyOutcome(result, how("measured now", prof.confirm), explain=block)
+        return LatencyOutcome(result, how(where, prof.confirm), explain=block)

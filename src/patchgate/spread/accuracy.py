@@ -235,12 +235,14 @@ def _cause(e, doing: str) -> PatchgateError:
 def pools(address: str, actors: int | None = None, options: dict | None = None,
           say: Callable[[str], None] = lambda _: None):
     """A factory of :class:`EnginePool` for :meth:`Configurations.spread_accuracy`:
-    ``make(profile, patches, label)``, each pool ``actors`` engines (default: one per
-    node that offers a bench slot); every pool made must be of one hardware class."""
+    ``make(profile, patches, label)``, each pool ``actors`` engines (default: half the
+    nodes that offer a bench slot, at least one: the candidate's and the reference's
+    pools answer side by side, one actor a node each); every pool made must be of one
+    hardware class."""
     from .cluster import connect
 
     nodes = connect(address)
-    count = actors or len(nodes)
+    count = actors or max(1, len(nodes) // 2)
     made: list[EnginePool] = []
 
     def make(profile, patches, label: str) -> EnginePool:

@@ -28,15 +28,26 @@ def _on_node(fn: Callable, args: tuple, engine: str, device: str) -> dict:
     return record
 
 
+def longest_first(jobs: Sequence[tuple], long: Callable[[tuple], bool]) -> list[int]:
+    """The order in which the runs go to the nodes (indices into ``jobs``): the ``long``
+    ones first, each kind in job order. Longest first leaves the short runs to fill the
+    last wave, where job order can leave one node with two long runs after the others
+    have finished (list scheduling: a makespan of about p + a, not 2p)."""
+    return sorted(range(len(jobs)), key=lambda i: (not long(jobs[i]), i))
+
+
 def spread(fn: Callable[..., dict], jobs: Sequence[tuple], *, engine: str, device: str,
-           said: Callable[[int, dict], None] = lambda i, r: None) -> list[dict]:
+           said: Callable[[int, dict], None] = lambda i, r: None,
+           long: Callable[[tuple], bool] = lambda job: False) -> list[dict]:
     """``[fn(*job) for job in jobs]``, each a Ray task holding one bench slot, results in
-    job order, each with its ``node`` (id and hardware class). ``said(i, record)`` hears
-    each result as it comes in (progress)."""
+    job order, each with its ``node`` (id and hardware class); the ``long`` jobs go to
+    the nodes first (:func:`longest_first`). ``said(i, record)`` hears each result as it
+    comes in (progress; ``i`` its index in ``jobs``)."""
     ray = ray_module()
     task = ray.remote(num_cpus=0, resources={SLOT: 1}, max_retries=RETRIES)(_on_node)
-    refs = [task.remote(fn, tuple(job), engine, device) for job in jobs]
-    index = {ref: i for i, ref in enumerate(refs)}
+    order = longest_first(jobs, long)
+    refs = [task.remote(fn, tuple(jobs[i]), engine, device) for i in order]
+    index = {ref: i for ref, i in zip(refs, order, strict=True)}
     out: dict[int, dict] = {}
     pending = list(refs)
     try:

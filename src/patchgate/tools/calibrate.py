@@ -49,15 +49,6 @@ def _kinds(slowdowns: list[float]) -> list[float]:
     return [0.0, *slowdowns]
 
 
-def longest_first(jobs: list[tuple]) -> list[int]:
-    """The order in which spread runs go to the nodes (indices into ``jobs``): runs that
-    plant a slowdown first, each kind in job order. They are the long ones (a rejection
-    measures again in fresh engines); longest first leaves the short A/A runs to fill
-    the last wave, where the interleaved order left a node with two long runs after the
-    others had finished (list scheduling: the makespan is about p + a, not 2p)."""
-    return sorted(range(len(jobs)), key=lambda i: (jobs[i][1] == 0.0, i))
-
-
 def _label(fraction: float) -> str:
     return "A/A" if fraction == 0 else f"{100 * fraction:g} %"
 
@@ -252,10 +243,9 @@ def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
         from ..spread import runs as spread_runs
 
         cluster.connect(plan.ray)
-        order = longest_first(jobs)
-        got = spread_runs.spread(run_job, [jobs[i] for i in order], engine=prof.engine,
-                                 device=prof.device, said=said)
-        done = [rec for _, rec in sorted(zip(order, got, strict=True), key=lambda t: t[0])]
+        # planted runs are the long ones (a rejection measures again in fresh engines)
+        done = spread_runs.spread(run_job, jobs, engine=prof.engine, device=prof.device,
+                                  said=said, long=lambda job: job[1] != 0.0)
     else:
         done = []
         for job in jobs:

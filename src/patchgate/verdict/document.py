@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from ..errors import PatchgateError
 from ..files import read_json
@@ -109,6 +109,8 @@ class Latency(TypedDict):
     best: Pooled | None
     noise: float | None  # robust SD of the score-weighted per-round log ratios
     inputs: str  # how the token ids were drawn
+    # with --ray: the nodes, their class and every block of rounds (patchgate.spread.latency)
+    spread: NotRequired[dict]
 
 
 class Verdict(TypedDict, total=False):
