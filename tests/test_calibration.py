@@ -15,7 +15,7 @@ from patchgate.report.calibration import render
 from patchgate.store import calibration as cal_file
 from patchgate.store.baselines import BaselineStore
 from patchgate.tools import calibrate as calibration
-from patchgate.tools import planted
+from patchgate.tools import pairing_gain, planted
 
 
 @pytest.mark.parametrize("engine", ["transformers", "sglang"])
@@ -163,7 +163,7 @@ def test_stored_pairing_gain_on_committed_h200_samples(capsys):
     """The H200 samples of h200-default (one run, current vs reference side by side):
     the paired interval is narrower than the unpaired one in every scenario."""
     root = Path(__file__).resolve().parent.parent / "baselines"
-    gains = calibration.stored_pairing_gain(BaselineStore(root, "h200-default"))
+    gains = pairing_gain.stored_pairing_gain(BaselineStore(root, "h200-default"))
     assert set(gains) == {"prefill_b1", "prefill_b8", "prefill_b64", "decode_b1",
                           "decode_b8", "decode_b64"}
     assert all(g["gain"] > 1.1 for g in gains.values())
@@ -203,4 +203,31 @@ def test_the_load_dies_with_a_calibration_that_is_killed():
     while any(alive(p) for p in spinners) and time.time() < deadline:
         time.sleep(0.1)
     assert not any(alive(p) for p in spinners)
+
+
+def test_a_calibration_of_planted_runs_alone_leaves_the_aa_run_out(tmp_path, monkeypatch):
+    """--no-aa: one planted run per call (a GPU call holds one run; the A/A runs come
+    from calls of their own and --append); with no slowdown either, an error."""
+    from fakes import use_fake_engines
+
+    use_fake_engines(monkeypatch)
+    prof = get_profile("default").with_overrides(rounds=8, warmup=0, max_looks=1,
+                                                 settle_s=0.0)
+    plan = calibration.Plan(runs=1, slowdowns=(0.5,), out=tmp_path / "cal.json", aa=False)
+    doc = calibration.calibrate(prof, tmp_path, plan, _Silent())
+    assert [r["planted"] for r in doc["runs"]] == [0.5]
+    with pytest.raises(PatchgateError, match="nothing to run"):
+        calibration.calibrate(prof, tmp_path, calibration.Plan(
+            runs=1, slowdowns=(), out=tmp_path / "none.json", aa=False), _Silent())
+    assert not (tmp_path / "none.json").exists()
+
+
+class _Silent:
+    def say(self, text):
+        pass
+
+    def progress(self, total, desc):
+        from patchgate.report.console import Silent
+
+        return Silent(total)
 

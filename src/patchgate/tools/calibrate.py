@@ -204,6 +204,7 @@ class Plan:
     load: int = 0
     conditions: tuple[str, ...] = ("quiet",)
     ray: str | None = None  # a Ray cluster's address: the runs spread over its nodes
+    aa: bool = True  # A/A runs beside the planted ones (False: planted runs only)
 
 
 def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
@@ -222,8 +223,12 @@ def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
     earlier = _previous(target, prof, env) if append else []
     records: list[dict] = []
     t0 = time.perf_counter()
+    kinds = [f for f in _kinds(slowdowns) if plan.aa or f != 0.0]
+    if not kinds:
+        raise PatchgateError("--no-aa and no --slowdowns: nothing to run",
+                             hint="e.g. --no-aa --slowdowns 0.05")
     jobs = [(prof, f, c, plan.load if c == "load" else 0, i) for i in range(runs)
-            for c in plan.conditions for f in _kinds(slowdowns)]
+            for c in plan.conditions for f in kinds]
 
     def said(n: int, rec: dict) -> None:
         records.append(rec)
@@ -294,33 +299,6 @@ class _Quiet:
         pass
 
 
-def stored_pairing_gain(store: baselines.BaselineStore, a: float = 0.025) -> dict[str, dict]:
-    """The paired and the unpaired interval widths (log scale, 1 - 2a) on the samples
-    stored in ``reference.json`` and ``current.json`` (one run's side-by-side rounds,
-    compared round by round over the rounds both have). Nothing is measured."""
-    ref, cur = store.load("reference"), store.load("current")
-    if ref is None or cur is None:
-        raise PatchgateError(f"no reference.json and current.json under "
-                             f"{store.root / store.profile}",
-                             hint="accept a change first, or calibrate by measuring")
-    out = {}
-    for name, r in ref["scenarios"].items():
-        c = (cur["scenarios"].get(name) or {}).get("samples_s")
-        if not c:
-            continue
-        k = min(len(c), len(r["samples_s"]))
-        x, y = c[:k], r["samples_s"][:k]
-        if x == y:
-            raise PatchgateError(f"{store.profile}: current and reference are the same "
-                                 "configuration (identical samples): nothing to compare",
-                                 hint="use a profile whose current baseline has patches")
-        paired = stats.hodges_lehmann(stats.log_ratios(x, y), a)
-        _, lo, hi = stats.shift_interval(x, y, a)
-        out[name] = {"rounds": k, "paired": paired.high - paired.low, "unpaired": hi - lo,
-                     "gain": (hi - lo) / (paired.high - paired.low)}
-    return out
-
-
 def add_command(sub, root: Path) -> None:
     """``patchgate calibrate``."""
     c = sub.add_parser("calibrate", help="measure the gate's latency error rates on this "
@@ -328,7 +306,11 @@ def add_command(sub, root: Path) -> None:
     c.add_argument("--profile", default="default", help="profile name (see `patchgate profiles`)")
     c.add_argument("--runs", type=int, default=20, help="runs of each kind (default: 20)")
     c.add_argument("--slowdowns", default="0.02,0.05,0.1",
-                   help="planted slowdowns, comma-separated fractions (default: 0.02,0.05,0.1)")
+                   help="planted slowdowns, comma-separated fractions (default: 0.02,0.05,0.1; "
+                   "\"\": A/A runs only)")
+    c.add_argument("--no-aa", action="store_true",
+                   help="planted runs only, no A/A run (a GPU call holds one run: the A/A "
+                   "runs come from calls of their own, --append)")
     c.add_argument("--baselines", type=Path, default=root / "baselines",
                    help="folder of stored results; the result goes to "
                    "<baselines>/<profile>/calibration.json")
@@ -361,7 +343,9 @@ def handle(args) -> int:
 
     profile = get_profile(args.profile)
     if args.stored:
-        return _stored_gain(args)
+        from .pairing_gain import show
+
+        return show(args.baselines, args.profile)
     if args.rounds is not None:
         if args.rounds < 2:
             raise PatchgateError("--rounds must be at least 2", hint="use 5 or more")
@@ -377,23 +361,12 @@ def handle(args) -> int:
         raise PatchgateError("--conditions load needs --load N (busy processes)",
                              hint=f"e.g. --load {os.cpu_count()}")
     reporter = Reporter(quiet=args.quiet)
-    reporter.say(f"calibrating {profile.name}: {args.runs} runs x {1 + len(slowdowns)} kinds "
+    reporter.say(f"calibrating {profile.name}: {args.runs} runs x "
+                 f"{len(slowdowns) + (not args.no_aa)} kind(s) "
                  f"x {len(conditions)} condition(s) ({', '.join(conditions)}), each the "
                  "latency phase of a gate run; nothing is written until the end")
     plan = Plan(runs=args.runs, slowdowns=slowdowns, out=args.out, append=args.append,
-                load=args.load, conditions=conditions, ray=args.ray)
+                load=args.load, conditions=conditions, ray=args.ray, aa=not args.no_aa)
     doc = calibrate(profile, args.baselines, plan, reporter)
     print(render(doc))
-    return 0
-
-
-def _stored_gain(args) -> int:
-    from tabulate import tabulate
-
-    gains = stored_pairing_gain(baselines.BaselineStore(args.baselines, args.profile))
-    print(tabulate([[n, g["rounds"], f"{100 * g['paired']:.2f} %",
-                     f"{100 * g['unpaired']:.2f} %", f"{g['gain']:.2f}x"]
-                    for n, g in gains.items()],
-                   headers=["scenario", "rounds", "paired 95 % CI width (log)",
-                            "unpaired", "unpaired / paired"], disable_numparse=True))
     return 0
