@@ -5,10 +5,15 @@ two cores of this machine, is what is timed. Prints one JSON line.
 
     python tests/measure_spread.py [--base-s 0.02] [--runs 3]
     python tests/measure_spread.py --accuracy [--batch-s 0.5]
+    python tests/measure_spread.py --latency [--base-s 0.05]
 
 ``--accuracy``: the accuracy guard's tasks (lm-eval, the default suite, 600 items)
 serially through one fake engine whose every batch sleeps ``--batch-s``, then through
 a pool of three actors on the three nodes; the per-item scores compared.
+
+``--latency``: one guard run of a planted 20 % slowdown (rejected: its confirmation in
+fresh engines included) serially, then with ``--ray`` over benches on the three nodes;
+the latency phases' seconds and the decisions compared.
 
 Not a test (nothing asserted): docs/SPREAD.md quotes its numbers.
 """
@@ -34,9 +39,12 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3, help="runs of each kind (2 kinds)")
     ap.add_argument("--accuracy", action="store_true", help="time the accuracy pool instead")
     ap.add_argument("--batch-s", type=float, default=0.5, help="seconds of a fake batch")
+    ap.add_argument("--latency", action="store_true", help="time a verdict's latency instead")
     args = ap.parse_args()
     if args.accuracy:
         return accuracy(args)
+    if args.latency:
+        return latency(args)
     os.environ["PATCHGATE_FAKE_BASE_S"] = str(args.base_s)
     import fakes
     import ray
@@ -135,6 +143,49 @@ def accuracy(args) -> int:
         (out["spread_s"] + out["pool_start_s"]) / out["serial_s"], 2)
     ray.shutdown()
     c.shutdown()
+    print(json.dumps(out))
+    return 0
+
+
+def latency(args) -> int:
+    os.environ["PATCHGATE_FAKE_BASE_S"] = str(args.base_s)
+    import fakes
+    import ray
+    from transformers import AutoTokenizer
+
+    from patchgate.gate import GuardOptions, run_guard
+    from patchgate.profile import get_profile
+    from patchgate.report.console import Reporter
+
+    prof = get_profile("default").with_overrides(rounds=12, warmup=1, max_looks=1,
+                                                 settle_s=0.0, tasks=("fact_mc",))
+    fakes.install_in_worker()  # the serial run: this process builds fake engines
+    fakes.FakeEngine.tokenizer = AutoTokenizer.from_pretrained(prof.model_path(),
+                                                               trust_remote_code=True)
+    out = {"base_s": args.base_s, "rounds": prof.rounds, "nodes": 3}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = fakes.write_patch(Path(tmp) / "patches", "0001-slow-20.py")
+
+        def run(name, **kw):
+            return run_guard(GuardOptions(
+                profile=prof, patches_dir=folder, baselines_dir=Path(tmp) / name,
+                changelog=Path(tmp) / f"{name}.md", base="worktree", quiet=True, **kw),
+                Reporter(quiet=True))
+
+        serial = run("serial")
+        c = _cluster({"PATCHGATE_FAKE_BASE_S": str(args.base_s)})
+        spread = run("spread", ray="auto")
+        ray.shutdown()
+        c.shutdown()
+    for name, v in (("serial", serial), ("spread", spread)):
+        t = v["timings_s"]
+        out[f"{name}_latency_s"] = round(t.get("latency", 0) + t.get("confirm", 0), 1)
+        out[f"{name}_engines_s"] = round(t.get("engines", 0) + t.get("confirm_engines", 0), 1)
+        out[f"{name}_verdict"] = v["verdict"]
+    out["same_decisions"] = [r["outcome"] for r in serial["scenarios"]] == \
+        [r["outcome"] for r in spread["scenarios"]]
+    out["blocks"] = [(b["node"][:6], b["rounds"]) for b in spread["latency"]["spread"]["blocks"]]
+    out["spread_over_serial"] = round(out["spread_latency_s"] / out["serial_latency_s"], 2)
     print(json.dumps(out))
     return 0
 
