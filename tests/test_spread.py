@@ -345,3 +345,35 @@ def fakes_write(folder, name):
     from fakes import write_patch
 
     return write_patch(folder, name)
+
+
+def test_a_bench_whose_node_dies_ends_the_run_whole(three_nodes):
+    """Last (the node tests above leave the head alone): a node joins again, a bench on
+    each of the two, and the joined node removed while they measure: the look is an
+    error that names the lost bench, never samples of half a look; no actor left."""
+    import threading
+
+    from patchgate.latency.measure import Rounds
+    from patchgate.latency.scenarios import make_scenarios
+    from patchgate.spread.latency import Bench
+
+    c, _ = three_nodes
+    extra = c.add_node(num_cpus=1, resources={cluster.SLOT: 1},
+                       object_store_memory=80 * 2**20)
+    c.wait_for_nodes()
+    bench = Bench(PROFILE, {"candidate": [], "current": [], "reference": []},
+                  {"candidate+current+reference": "candidate"}, 2, options={
+                      "runtime_env": {"env_vars": {"PATCHGATE_FAKE_BASE_S": "0.05"}}})
+    killer = threading.Timer(1.0, lambda: c.remove_node(extra))
+    try:
+        bench.start(None)
+        assert len({n["id"] for n in bench.nodes}) == 2
+        killer.start()
+        with pytest.raises(PatchgateError, match="was lost"):
+            bench.measure({"candidate+current+reference": bench}, make_scenarios(PROFILE),
+                          Rounds(timed=40))
+        assert bench.record == []  # no block of that look counted
+    finally:
+        killer.join()
+        bench.close()
+    assert actors_alive() == 0
