@@ -137,28 +137,9 @@ def test_the_real_model_on_a_pool_gives_every_item_the_serial_score(three_nodes)
 
 def test_a_gate_run_with_ray_spreads_accuracy_to_the_serial_verdict(three_nodes, tmp_path,
                                                                    monkeypatch):
-    """``guard --ray``: latency here, accuracy in one actor per configuration; the
-    accuracy block is the serial run's, and it says where it ran."""
-    from fakes import FakeEngine, use_fake_engines
-    from transformers import AutoTokenizer
-
-    from patchgate.gate import GuardOptions, run_guard
-    from patchgate.report.console import Reporter
-
-    use_fake_engines(monkeypatch)
-    prof = PROFILE.with_overrides(tasks=("fact_mc", "addition"))
-    # the serial run's fakes encode the prompts as the pools do: the model's tokenizer
-    monkeypatch.setattr(FakeEngine, "tokenizer", AutoTokenizer.from_pretrained(
-        prof.model_path(), trust_remote_code=True))
-    folder = tmp_path / "patches"
-    fakes_write(folder, "0001-faster-20.py")
-
-    def run(name, **kw):
-        return run_guard(GuardOptions(profile=prof, patches_dir=folder,
-                                      baselines_dir=tmp_path / name, changelog=tmp_path /
-                                      f"{name}.md", base="worktree", quiet=True, **kw),
-                         Reporter(quiet=True))
-
+    """``guard --ray``: latency over the benches, accuracy in one actor per
+    configuration; the accuracy block is the serial run's, and it says where it ran."""
+    run = gate_runs(monkeypatch, tmp_path, ("fact_mc", "addition"), "0001-faster-20.py")
     spread, serial = run("ray", ray="auto", ray_actors=1), run("serial")
     a, b = spread["accuracy"], serial["accuracy"]
     assert a["spread"].keys() == {"candidate", "current+reference"}
@@ -192,25 +173,7 @@ def test_a_gate_run_with_ray_times_every_round_on_one_node(three_nodes, tmp_path
     each, and the confirmation's fresh engines there too; the same decisions as the
     serial run (fakes of exact speed), the verdict says where every block ran; one
     bench gives the serial run's rounds; nothing left on the cluster."""
-    from fakes import FakeEngine, use_fake_engines
-    from transformers import AutoTokenizer
-
-    from patchgate.gate import GuardOptions, run_guard
-    from patchgate.report.console import Reporter
-
-    use_fake_engines(monkeypatch)
-    prof = PROFILE.with_overrides(tasks=("fact_mc",))
-    monkeypatch.setattr(FakeEngine, "tokenizer", AutoTokenizer.from_pretrained(
-        prof.model_path(), trust_remote_code=True))
-    folder = tmp_path / "patches"
-    fakes_write(folder, "0001-slow-20.py")
-
-    def run(name, **kw):
-        return run_guard(GuardOptions(profile=prof, patches_dir=folder,
-                                      baselines_dir=tmp_path / name, changelog=tmp_path /
-                                      f"{name}.md", base="worktree", quiet=True, **kw),
-                         Reporter(quiet=True))
-
+    run = gate_runs(monkeypatch, tmp_path, ("fact_mc",), "0001-slow-20.py")
     spread, serial = run("ray", ray="auto"), run("serial")
     assert spread["verdict"] == serial["verdict"] == "rejected"
     outcomes = [(r["name"], r["outcome"]) for r in spread["scenarios"]]
@@ -377,3 +340,29 @@ def test_a_bench_whose_node_dies_ends_the_run_whole(three_nodes):
         killer.join()
         bench.close()
     assert actors_alive() == 0
+
+
+def gate_runs(monkeypatch, tmp_path, tasks, patch: str):
+    """``run(name, **options)``: a gate run on fake engines of one planted ``patch``
+    over ``tasks``, its baselines and change log under ``tmp_path / name``; the serial
+    run's fakes encode the prompts as the pools do (the model's tokenizer)."""
+    from fakes import FakeEngine, use_fake_engines
+    from transformers import AutoTokenizer
+
+    from patchgate.gate import GuardOptions, run_guard
+    from patchgate.report.console import Reporter
+
+    use_fake_engines(monkeypatch)
+    prof = PROFILE.with_overrides(tasks=tuple(tasks))
+    monkeypatch.setattr(FakeEngine, "tokenizer", AutoTokenizer.from_pretrained(
+        prof.model_path(), trust_remote_code=True))
+    folder = tmp_path / "patches"
+    fakes_write(folder, patch)
+
+    def run(name, **kw):
+        return run_guard(GuardOptions(profile=prof, patches_dir=folder,
+                                      baselines_dir=tmp_path / name, changelog=tmp_path /
+                                      f"{name}.md", base="worktree", quiet=True, **kw),
+                         Reporter(quiet=True))
+
+    return run

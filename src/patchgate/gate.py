@@ -51,7 +51,7 @@ class GuardOptions:
     base: str | None = None  # the git revision whose stored state judges (None: HEAD)
     origin: dict | None = None  # the profile's file, hash and overrides (profile.origin)
     ray: str | None = None  # a Ray cluster's address: latency and accuracy spread over it
-    ray_actors: int | None = None  # accuracy engines per configuration (None: one per node)
+    ray_actors: int | None = None  # accuracy engines per configuration (None: half the nodes)
     ray_benches: int | None = None  # latency benches (None: one per node; 0: here)
 
 

@@ -6,7 +6,6 @@ Pure: the profile and counts in, numbers and sentences out.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from ..profile import Profile
@@ -48,7 +47,7 @@ def power_notes(rounds: int, alpha_look: float, scenarios: int = 6) -> list[str]
     """Say so when a look has too few rounds for a scenario alone to reach its share of
     alpha: the signed-rank test's smallest p-value is 2^-rounds."""
     share = alpha_look * (1 - decide.SCORE_SHARE) / max(1, scenarios)
-    need = math.ceil(math.log2(1 / share))
+    need = decide.rounds_for(share)
     if rounds >= need:
         return []
     return [f"{rounds} rounds a look: a scenario alone cannot be significant before "

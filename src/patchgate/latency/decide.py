@@ -122,8 +122,14 @@ def fewest_rounds(level: float, items: Sequence[str]) -> int:
     with its share when it is in the family, else a scenario with its equal share. The
     signed-rank test's smallest p of n rounds is 2^-n (every round one way)."""
     share = SCORE_SHARE if SCORE in items else 1 / max(1, len(items))
+    return rounds_for(share * level)
+
+
+def rounds_for(level: float) -> int:
+    """The fewest paired rounds (at least 2) whose signed-rank test can reach ``level``:
+    its smallest p of n rounds is 2^-n (every round one way)."""
     n = 2
-    while stats.signed_rank(range(1, n + 1)).p_greater > share * level and n < 64:
+    while stats.signed_rank(range(1, n + 1)).p_greater > level and n < 64:
         n += 1
     return n
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 from ..engines.base import described
 from ..errors import PatchgateError
-from .cluster import node_here, one_class, ray_module
+from .cluster import end_actors, node_here, one_class, ray_module, task_error
 
 START_TIMEOUT_S = 600.0  # actors not ready by then: the cluster lacks what they ask for
 
@@ -193,21 +193,8 @@ class EnginePool:
 
     def close(self) -> None:
         """Every engine closed, every actor killed (safe to call twice)."""
-        ray = ray_module()
         actors, self.actors = self.actors, []
-        closing = []
-        for a in actors:
-            try:
-                closing.append(a.close.remote())
-            except Exception:  # noqa: BLE001 - an actor already gone
-                pass
-        if closing:
-            ray.wait(closing, num_returns=len(closing), timeout=30)
-        for a in actors:
-            try:
-                ray.kill(a)
-            except Exception:  # noqa: BLE001 - an actor already gone
-                pass
+        end_actors(actors, timeout_s=30)
 
 
 def _get(ray, ref, doing: str):
@@ -222,14 +209,7 @@ def _get(ray, ref, doing: str):
 
 
 def _cause(e, doing: str) -> PatchgateError:
-    """The patchgate error a Ray task raised (a patch failing in its engine, say), or one
-    that names what failed."""
-    cause = getattr(e, "cause", None)
-    if isinstance(cause, PatchgateError):
-        return cause
-    return PatchgateError(f"accuracy on the Ray cluster: {doing} failed "
-                          f"({type(cause or e).__name__}: {str(cause or e).splitlines()[0][:200]})",
-                          hint="see the cluster's logs (ray logs)")
+    return task_error(e, f"accuracy on the Ray cluster: {doing} failed")
 
 
 def pools(address: str, actors: int | None = None, options: dict | None = None,

@@ -60,6 +60,36 @@ def node_here(engine: str, device: str) -> dict:
             "class": environment.machine_key(fp)}
 
 
+def end_actors(actors: list, timeout_s: float) -> None:
+    """Every actor's ``close()`` called (its engines end), awaited up to ``timeout_s``,
+    then every actor killed; actors already gone are skipped."""
+    ray = ray_module()
+    closing = []
+    for a in actors:
+        try:
+            closing.append(a.close.remote())
+        except Exception:  # noqa: BLE001 - an actor already gone
+            pass
+    if closing:
+        ray.wait(closing, num_returns=len(closing), timeout=timeout_s)
+    for a in actors:
+        try:
+            ray.kill(a)
+        except Exception:  # noqa: BLE001 - an actor already gone
+            pass
+
+
+def task_error(e, what: str) -> PatchgateError:
+    """The patchgate error a Ray task raised (a patch failing in its engine, say), or one
+    that says ``what`` failed and with which error."""
+    cause = getattr(e, "cause", None)
+    if isinstance(cause, PatchgateError):
+        return cause
+    return PatchgateError(f"{what} ({type(cause or e).__name__}: "
+                          f"{str(cause or e).splitlines()[0][:200]})",
+                          hint="see the cluster's logs (ray logs)")
+
+
 def one_class(classes: dict[str, list[str]], what: str) -> None:
     """Refuse to compare across hardware classes: ``classes`` maps each class to the
     items (runs, blocks) measured on it."""

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 
 from ..errors import PatchgateError
-from .cluster import SLOT, connect, node_here, one_class, ray_module
+from .cluster import SLOT, connect, end_actors, node_here, one_class, ray_module, task_error
 
 START_TIMEOUT_S = 600.0  # actors not placed by then: the cluster lacks what they ask for
 
@@ -203,32 +203,13 @@ class Bench:
                 f"{doing} ({str(e).splitlines()[0][:160]}); nothing was written",
                 hint="run again when the cluster is whole, or without --ray") from e
         except ray.exceptions.RayTaskError as e:
-            cause = getattr(e, "cause", None)
-            if isinstance(cause, PatchgateError):
-                raise cause from e
-            raise PatchgateError(
-                f"latency on the Ray cluster: the bench on node {node} failed while "
-                f"{doing} ({type(cause or e).__name__}: "
-                f"{str(cause or e).splitlines()[0][:200]})",
-                hint="see the cluster's logs (ray logs)") from e
+            raise task_error(e, f"latency on the Ray cluster: the bench on node {node} "
+                             f"failed while {doing}") from e
 
     def close(self) -> None:
         """Every engine closed, every actor killed (safe to call twice)."""
-        ray = ray_module()
         actors, self.actors = self.actors, []
-        closing = []
-        for a in actors:
-            try:
-                closing.append(a.close.remote())
-            except Exception:  # noqa: BLE001 - an actor already gone
-                pass
-        if closing:
-            ray.wait(closing, num_returns=len(closing), timeout=60)
-        for a in actors:
-            try:
-                ray.kill(a)
-            except Exception:  # noqa: BLE001 - an actor already gone
-                pass
+        end_actors(actors, timeout_s=60)
 
 
 def check(opts, profile) -> None:
