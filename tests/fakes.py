@@ -4,7 +4,9 @@ A :class:`FakeEngine` answers ``timed_generate`` with a time of its own (and a f
 row that is a function of the row, as a real model's is), from its
 patches' names, and sleeps that long (the gate checks the engine's clock against its
 own): a patch named ``*-slow-NN.py`` makes every call NN % slower, a
-``*-faster-NN.py`` NN % faster. Each instance draws a tiny jitter from its label, so
+``*-faster-NN.py`` NN % faster, a ``*-once-NN.py`` NN % slower in the first engine of
+its label only (a steady per-process difference: fresh processes run at full speed).
+Each instance draws a tiny jitter from its label, so
 paired rounds are not all ties. :func:`use_fake_engines` makes the registry build them.
 """
 
@@ -23,12 +25,13 @@ BASE_S = float(os.environ.get("PATCHGATE_FAKE_BASE_S", "0.002"))  # a Ray worker
 BATCH_S = float(os.environ.get("PATCHGATE_FAKE_BATCH_S", "0.0"))
 
 
-def factor(patches) -> float:
+def factor(patches, first: bool = True) -> float:
+    """How much slower an engine of ``patches`` runs (``first``: the first of its label)."""
     f = 1.0
     for p in patches:
-        m = re.search(r"-(slow|faster)-(\d+)", p.name)
-        if m:
-            f *= 1 + int(m.group(2)) / 100 * (1 if m.group(1) == "slow" else -1)
+        m = re.search(r"-(slow|faster|once)-(\d+)", p.name)
+        if m and (m.group(1) != "once" or first):
+            f *= 1 + int(m.group(2)) / 100 * (-1 if m.group(1) == "faster" else 1)
     return f
 
 
@@ -40,7 +43,7 @@ class FakeEngine:
 
     def __init__(self, profile, patches, label, share=1.0):
         self.profile, self.patches, self.label, self.share = profile, list(patches), label, share
-        self.factor = factor(patches)
+        self.factor = factor(patches, not any(e.label == label for e in FakeEngine.built))
         self.closed = False
         self.calls = 0
         self._rng = random.Random(f"{label}:{len(FakeEngine.built)}")

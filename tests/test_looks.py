@@ -186,3 +186,118 @@ def test_fewest_rounds_is_where_the_smallest_signed_rank_p_first_reaches_the_sha
     assert n == expected
     assert stats.signed_rank(list(range(1, n + 1))).p_greater <= share * level
     assert stats.signed_rank(list(range(1, n))).p_greater > share * level
+
+
+# ------------------------------------------------- confirm_strongest: one scenario first
+
+STRONGEST = PROFILE.with_overrides(confirm_strongest=True, confirm_looks=1)
+
+
+def test_confirm_strongest_measures_one_scenario_and_the_rejection_stands_on_it(
+        tmp_path, monkeypatch, reporter):
+    """A uniform 20 % slowdown: the first processes find the pooled score slower; the
+    fresh ones measure one scenario alone, 6 rounds at 0.05 / 2 (2^-6 <= 0.025), find it
+    slower, and measure nothing else. The score stays slower (the first processes'
+    finding, confirmed through that scenario); the other scenarios keep their outcome."""
+    built = use_fake_engines(monkeypatch)
+    with configurations(tmp_path, "0001-slow-20.py", STRONGEST) as configs:
+        configs.start()
+        result = looks.run(configs, STRONGEST, reporter)
+    a = result.alone
+    assert a is not None and a.confirmed and a.rounds == 6
+    assert a.alpha == pytest.approx(0.025) and a.decision.alpha == pytest.approx(0.025)
+    assert result.confirmation == {} and result.confirm_samples == {}
+    assert set(a.samples["candidate"]) == {a.item} and len(a.samples["candidate"][a.item]) == 6
+    assert result.final("current", "score") == "slower"
+    assert result.final("current", a.item) == "slower"
+    others = [s.name for s in result.scenarios if s.name != a.item]
+    assert all(result.final("current", n) == "undecided" for n in others)
+    assert result.not_remeasured() == ["score"]
+    assert (result.confirm_looks, result.confirm_rounds) == (1, 6)
+    # the fresh candidate timed one scenario: 1 warm-up + 6 rounds (the first: six)
+    first_cand, fresh_cand = built[0], built[2]
+    assert fresh_cand.label == "candidate" and fresh_cand.calls == 7
+    assert first_cand.calls > 6 * fresh_cand.calls
+    assert any(f"{a.item} alone first" in x for x in reporter.lines)
+
+
+def test_confirm_strongest_reaches_the_verdict_as_a_confirmed_rejection(tmp_path, monkeypatch,
+                                                                       reporter):
+    from patchgate.verdict import judge
+
+    use_fake_engines(monkeypatch)
+    with configurations(tmp_path, "0001-slow-20.py", STRONGEST) as configs:
+        configs.start()
+        result = looks.run(configs, STRONGEST, reporter)
+    rows = judge.rows(result)
+    block = judge.latency_block(result, STRONGEST)
+    reasons = judge.latency_reasons(rows, block, "current baseline")
+    x = result.alone.item
+    (row,) = [r for r in rows if r["regressed"]]
+    assert row["name"] == x and row["confirmation"]["outcome"] == "slower"
+    assert row["confirmation"]["rounds"] == 6
+    assert block["score"]["outcome"] == "slower" and block["score"]["confirmation"] is None
+    assert any(r.startswith(f"{x} is ") and "again in fresh engine processes" in r
+               for r in reasons)
+    (note,) = [n for n in judge.latency_notes(result) if "alone first" in n]
+    assert "the rejection stands on it" in note and "score slower in the first" in note
+
+
+def test_confirm_strongest_measures_every_item_when_the_one_is_not_slower_again(
+        tmp_path, monkeypatch, reporter):
+    """The first candidate process alone is 20 % slower (a process effect): the scenario
+    measured alone is not slower in fresh processes, so every item found slower is
+    measured there, at the other half of the level, and the score is not slower."""
+    from patchgate.verdict import judge
+
+    built = use_fake_engines(monkeypatch)
+    with configurations(tmp_path, "0001-once-20.py", STRONGEST) as configs:
+        configs.start()
+        result = looks.run(configs, STRONGEST, reporter)
+    assert result.decisions["current"]["score"].outcome == "slower"  # the first processes
+    a = result.alone
+    assert a is not None and not a.confirmed
+    assert result.confirm_alpha == pytest.approx(0.025)
+    assert set(result.confirmation["current"]) == {*(s.name for s in result.scenarios),
+                                                   "score"}
+    assert result.final("current", "score") != "slower"
+    assert not any(result.final("current", s.name) == "slower" for s in result.scenarios)
+    assert result.again("current", a.item) is result.confirmation["current"][a.item]
+    assert result.not_remeasured() == []
+    assert [e.label for e in built] == ["candidate", "current", "candidate", "current"]
+    assert any("then every item found slower" in n for n in judge.latency_notes(result))
+
+
+def test_confirm_strongest_is_left_out_where_it_cannot_apply(tmp_path, monkeypatch, reporter):
+    """Off by default: the fresh processes test every item, as before."""
+    use_fake_engines(monkeypatch)
+    prof = PROFILE.with_overrides(confirm_looks=1)
+    with configurations(tmp_path, "0001-slow-20.py", prof) as configs:
+        configs.start()
+        result = looks.run(configs, prof, reporter)
+    assert result.alone is None and result.confirm_alpha == pytest.approx(0.05)
+    assert "score" in result.confirmation["current"]
+
+
+def _decision(name, ratio, lo, outcome):
+    from patchgate import stats
+    from patchgate.latency import decide
+
+    cmp = stats.PairedComparison(ratio=ratio, ci_low=lo, ci_high=ratio * 1.1, p_slower=0.01,
+                                 p_faster=0.99, n=8, a=0.01, detectable=0.01)
+    return decide.Decision(name, cmp, outcome, 1, 0.01)
+
+
+def test_strongest_is_the_flagged_scenario_whose_interval_stands_out_most():
+    from patchgate.latency.budgets import strongest
+
+    d = {"decode_b1": _decision("decode_b1", 1.20, 1.10, "slower"),
+         "decode_b8": _decision("decode_b8", 1.30, 1.15, "undecided"),
+         "prefill_b1": _decision("prefill_b1", 1.25, 1.12, "slower"),
+         "score": _decision("score", 1.1, 1.02, "undecided")}
+    assert strongest(d, 0.05) == "prefill_b1"  # decode_b8 was not found slower
+    # a slower score carries every scenario: decode_b8 stands out most
+    d["score"] = _decision("score", 1.1, 1.02, "slower")
+    assert strongest(d, 0.05) == "decode_b8"
+    # none beyond the threshold: nothing to measure alone
+    assert strongest(d, 0.35) is None

@@ -42,7 +42,7 @@ FROZEN = {p.name: p for p in (
             model="models/default", grow="minicpm4-8b", engine="sglang", device="cuda",
             dtype="bfloat16", lengths=GPU, rounds=8, thresholds=Thresholds(latency=0.02),
             eval_batch_size=64, warmup_tokens=2, confirm_rounds=6, confirm_looks=1,
-            repeats={"prefill_b1": 10, "prefill_b8": 4},
+            confirm_strongest=True, repeats={"prefill_b1": 10, "prefill_b8": 4},
             engine_args={"chunked_prefill_size": 8192,
                          "cuda_graph_bs_prefill": [128, 1024, 2048, 8192]}),
     Profile(name="target-template",

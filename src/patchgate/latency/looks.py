@@ -24,90 +24,38 @@
    level, so the false-alarm rate stays at most alpha whatever the confirmation's
    budget; its rounds are raised to the fewest that can decide the pooled score at its
    level (:func:`patchgate.latency.decide.fewest_rounds`), or a confirmation could
-   never confirm and every slowdown would pass.
+   never confirm and every slowdown would pass. With ``confirm_strongest``, when the
+   current baseline is the one comparison flagged, the fresh processes first measure
+   one scenario alone (:func:`patchgate.latency.budgets.strongest`: where the slowdown
+   stands out most), one look of the fewest rounds that can decide it at half the
+   level. Slower again: the rejection stands on it (a scenario slower in the fresh
+   processes and the score, or it, in the first ones, as below), and nothing else is
+   re-measured. Else every item found slower is measured at the other half, as without.
 
-The result, :class:`LatencyResult`, holds the raw samples and the decisions; the
-verdict is built from it elsewhere (:mod:`patchgate.verdict.judge`).
+The result, :class:`~patchgate.latency.result.LatencyResult`, holds the raw samples and
+the decisions; the verdict is built from it elsewhere (:mod:`patchgate.verdict.judge`).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..engines.configurations import Configurations
 from ..profile import Profile
-from ..stats import SLOWER, UNDECIDED, median, speed_score
+from ..stats import SLOWER, median, speed_score
 from ..stats.score import batch_keys
 from . import budgets, decide, offclock
 from .measure import Rounds, balanced_rounds, measure
+from .result import Alone, LatencyResult, Samples
 from .scenarios import Scenario, make_scenarios
 
-Samples = dict[str, dict[str, list[float]]]  # {label: {scenario: [seconds]}}
 # Round numbers of each look and of the confirmation's looks: every round draws its own
 # token ids (patchgate.latency.measure), so no two rounds of a run repeat an input.
 LOOK_ROUNDS = 100_000
 CONFIRM_ROUNDS = 10_000_000
-
-
-@dataclass(kw_only=True)
-class LatencyResult:
-    """What the latency phase measured and decided.
-
-    ``samples``: per label, per scenario, the seconds of every timed call in the
-    first set of processes (more looks append). ``decisions``: per comparison
-    ("current", "best"), per item (scenario names and ``score``), the outcome in the
-    first processes. ``confirmation``: the same for the items found slower, measured
-    again in fresh processes (``confirm_samples``). ``weights``: each scenario's
-    weight in the pooled score item. ``same_as_current``: the candidate is the
-    current configuration (nothing new to compare). ``batch_sizes``: the batch sizes
-    that stand for S1, S8 and Sinf when they are not the profile's (the serving set)."""
-
-    scenarios: list[Scenario]
-    samples: Samples
-    decisions: dict[str, dict[str, decide.Decision]]
-    weights: dict[str, float]
-    looks: int
-    max_looks: int
-    alpha_look: float
-    confirmation: dict[str, dict[str, decide.Decision]] = field(default_factory=dict)
-    confirm_samples: Samples = field(default_factory=dict)
-    confirm_looks: int = 0
-    confirm_rounds: int = 0  # rounds a look in the fresh processes (0: none measured)
-    confirm_alpha: float | None = None  # the level of the fresh processes' tests
-    same_as_current: bool = False
-    notes: list[str] = field(default_factory=list)
-    batch_sizes: tuple[int, ...] | None = None
-    answers: dict | None = None  # {engine name: {scenario: [first tokens per call]}}
-    # work off the clock that favoured the candidate (:mod:`.offclock`): the error the
-    # gate raises unless the candidate is rejected anyway
-    offclock: Exception | None = None
-
-    def final(self, comparison: str, item: str) -> str:
-        """The outcome that counts. An item found slower is measured again in fresh
-        processes; there the fresh measurement decides: "slower" only if it agrees,
-        else its own outcome (a fresh "equivalent" shows the first was the processes,
-        not the change; a fresh "undecided" leaves the item undecided). When the pooled
-        score was slower in the first processes, the fresh ones test every scenario too
-        (the looks there stopped before a scenario alone could be tested): one they find
-        slower is slower, the score in the first processes and it in the fresh ones."""
-        first = self.decisions[comparison][item].outcome
-        again = self.confirmation.get(comparison, {}).get(item)
-        if first != SLOWER:
-            score = self.decisions[comparison].get(decide.SCORE)
-            if again is not None and again.outcome == SLOWER and score is not None \
-                    and score.outcome == SLOWER:
-                return SLOWER
-            return first
-        if comparison not in self.confirmation:
-            return first
-        return again.outcome if again is not None else UNDECIDED
-
-    def unconfirmed(self, comparison: str, item: str) -> bool:
-        """Found slower in the first processes, but not again in fresh ones."""
-        return (self.decisions[comparison][item].outcome == SLOWER
-                and self.final(comparison, item) != SLOWER)
+ALONE_ROUNDS = 1_000_000  # after the one scenario measured alone, the others' rounds
 
 
 def comparisons(configs: Configurations) -> list[str]:
@@ -327,12 +275,22 @@ def _confirm(configs: Configurations, prof: Profile, result: LatencyResult, agai
                    "fresh engine processes")
     configs.start(labels)
     reporter.phase("confirm")
-    budget = budgets.confirm_budget(prof, flagged)
+    x = budgets.strongest(result.decisions["current"], prof.thresholds.latency) \
+        if prof.confirm_strongest and set(flagged) == {"current"} else None
+    if x is not None:
+        a = result.alone = _alone(configs, prof, result, x, reporter, timer)
+        if a.confirmed:
+            result.confirm_looks, result.confirm_rounds, result.confirm_alpha = \
+                1, a.rounds, a.alpha
+            return
+        reporter.say(f"confirmation: {x} alone was {result.alone.decision.outcome}; "
+                     f"measuring {', '.join(items_all)}")
+    budget = budgets.confirm_budget(prof, flagged, steps=2 if x else 1)
     if budget.note:
         result.notes.append(budget.note)
     again = _Series(labels=labels, samples=result.confirm_samples, decisions={},
-                    items=flagged, first_round=CONFIRM_ROUNDS, looks=0, alpha=budget.alpha,
-                    rounds=budget.rounds, max_looks=budget.looks)
+                    items=flagged, first_round=CONFIRM_ROUNDS + (ALONE_ROUNDS if x else 0),
+                    looks=0, alpha=budget.alpha, rounds=budget.rounds, max_looks=budget.looks)
     pend = _needed(items_all, result.scenarios)
     use = len(configs.by_name(labels))
     with reporter.progress(_calls(prof, pend, use, prof.warmup, budget.rounds),
@@ -340,6 +298,26 @@ def _confirm(configs: Configurations, prof: Profile, result: LatencyResult, agai
         _looks(configs, prof, result, again, start=1, reporter=reporter, bar=bar, timer=timer)
     result.confirmation, result.confirm_looks = again.decisions, again.looks
     result.confirm_rounds, result.confirm_alpha = budget.rounds, budget.alpha
+
+
+def _alone(configs: Configurations, prof: Profile, result: LatencyResult, item: str,
+           reporter, timer: Callable) -> Alone:
+    """The first step of a ``confirm_strongest`` confirmation: ``item`` alone, one look
+    (:func:`patchgate.latency.budgets.alone_budget`) in the fresh processes."""
+    budget = budgets.alone_budget(prof)
+    labels = ("candidate", "current")
+    reporter.say(f"confirmation: {item} alone first, {budget.rounds} rounds, its test at "
+                 f"{budget.alpha:.3g}")
+    series = _Series(labels=labels, samples={}, decisions={}, items={"current": [item]},
+                     first_round=CONFIRM_ROUNDS, looks=0, alpha=budget.alpha,
+                     rounds=budget.rounds, max_looks=1)
+    pend = _needed([item], result.scenarios)
+    use = len(configs.by_name(labels))
+    with reporter.progress(_calls(prof, pend, use, prof.warmup, budget.rounds),
+                           "confirm") as bar:
+        _looks(configs, prof, result, series, start=1, reporter=reporter, bar=bar, timer=timer)
+    return Alone(item, series.decisions["current"][item], series.samples, budget.rounds,
+                 budget.alpha)
 
 
 def _by_batch(scenarios: list[Scenario], batch_sizes) -> dict[str, list[Scenario]]:

@@ -17,7 +17,7 @@ from typing import Protocol
 from .. import registry
 from ..engines.configurations import Configurations
 from ..profile import Profile
-from .looks import LatencyResult
+from .result import LatencyResult
 
 
 @dataclass(frozen=True, kw_only=True)

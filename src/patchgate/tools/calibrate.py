@@ -92,6 +92,8 @@ def one_run(prof, patches, reporter) -> dict:
         "outcomes": {item: result.final("current", item) for item in first},
         "noise": evidence.noise(result),
         "looks": result.looks, "confirm_looks": result.confirm_looks,
+        "alone": None if result.alone is None else {
+            "item": result.alone.item, "outcome": result.alone.decision.outcome},
         "ci_widths": widths, "threads": threads,
         "wall_s": round(time.perf_counter() - t0, 1),
     }
@@ -165,6 +167,8 @@ def _settings(prof) -> dict:
     for key in ("confirm_rounds", "confirm_looks"):
         if getattr(prof, key) is not None:
             out[key] = getattr(prof, key)
+    if prof.confirm_strongest:
+        out["confirm_strongest"] = True
     if prof.repeats:
         out["repeats"] = dict(prof.repeats)
     return out

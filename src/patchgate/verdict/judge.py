@@ -25,7 +25,7 @@ import math
 from .. import stats
 from ..guard.decision import AccuracyDecision
 from ..latency import decide
-from ..latency.looks import LatencyResult
+from ..latency.result import LatencyResult
 from ..profile import Profile
 from ..stats.score import batch_keys
 from . import evidence
@@ -42,7 +42,7 @@ def _num(x: float) -> float | None:
 
 
 def _confirmation(lat: LatencyResult, comp: str, item: str) -> Confirmation | None:
-    d = lat.confirmation.get(comp, {}).get(item)
+    d = lat.again(comp, item)
     if d is None:
         return None
     c = d.comparison
@@ -222,6 +222,22 @@ def judge(profile: Profile, lat: LatencyResult, accuracy: dict, decision: Accura
     return out
 
 
+def _alone_note(lat: LatencyResult) -> str:
+    """What the fresh processes found for the one scenario they measured alone first."""
+    a = lat.alone
+    assert a is not None
+    c = a.decision.comparison
+    head = (f"the fresh engine processes measured {a.item} alone first ({a.rounds} rounds, "
+            f"its test at {a.alpha:.3g}): {100 * (c.ratio - 1):+.1f} %, p={c.p_slower:.2g}, "
+            f"{a.decision.outcome}")
+    if not a.confirmed:
+        return head + "; then every item found slower"
+    rest = lat.not_remeasured()
+    return head + ("; the rejection stands on it" + (
+        f"; {', '.join(rest)} slower in the first processes only (not re-measured)"
+        if rest else ""))
+
+
 def latency_notes(lat: LatencyResult) -> list[str]:
     """Sentences about the latency result beside its checks: where the first processes
     and the fresh ones disagreed, and a candidate compared with itself."""
@@ -230,7 +246,7 @@ def latency_notes(lat: LatencyResult) -> list[str]:
         for item, d in decisions.items():
             if not lat.unconfirmed(comp, item):
                 continue
-            again = lat.confirmation.get(comp, {}).get(item)
+            again = lat.again(comp, item)
             what = "" if again is None else (
                 f" but {100 * (again.comparison.ratio - 1):+.1f} % in fresh ones "
                 f"({again.outcome}, p={again.comparison.p_slower:.2g})")
@@ -239,6 +255,8 @@ def latency_notes(lat: LatencyResult) -> list[str]:
                 f"{item} vs {against}: {100 * (d.comparison.ratio - 1):+.1f} % in the first "
                 f"engine processes (p={d.comparison.p_slower:.2g}){what}: not confirmed, "
                 "not counted as a slowdown")
+    if lat.alone is not None:
+        out.append(_alone_note(lat))
     if lat.same_as_current:
         out.append("the candidate is the current baseline (no new or changed patches): "
                    "its latency is compared with itself")

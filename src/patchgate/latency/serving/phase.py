@@ -31,7 +31,8 @@ import statistics
 
 from ...errors import PatchgateError
 from .. import explain as explain_mod
-from ..looks import LatencyResult, Schedule, run
+from ..looks import Schedule, run
+from ..result import LatencyResult
 from ..sets import LatencyOutcome, Options, Phase, how
 from . import bench
 from .configurations import Launcher, ServingConfigurations, default_launcher
