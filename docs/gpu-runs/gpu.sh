@@ -27,6 +27,8 @@
 #   PATCHES=DIR bash docs/gpu-runs/gpu.sh startup [PROFILE]  # issue 32: where an engine start goes
 #   bash docs/gpu-runs/gpu.sh planted NAME FRACTION  # calibrate's planted patch -> /tmp/planted/NAME
 #   LIMIT=560 bash docs/gpu-runs/gpu.sh guard ...    # the guard ended (SIGINT) after LIMIT s
+#   bash docs/gpu-runs/gpu.sh ray NAME ARGS...       # issue 33: `python3 -m patchgate ARGS
+#                                                    #   --ray auto` on a one-node Ray head
 #
 # Verdicts, logs, baselines and the change log of the GPU profiles accumulate in
 # /tmp/logs and /tmp/bl across steps (`seed` starts them from the committed
@@ -180,6 +182,20 @@ startup)
   grep -i "load weight\|memory pool\|kv cache\|cuda graph\|capture\|ready\|init torch" \
     "/tmp/logs/startup-$profile.log" | cut -c1-160 | tail -n 30
   cat "/tmp/logs/startup-$profile.json"
+  ;;
+ray)
+  # issue 33: a Ray head on this machine (its GPUs, one bench slot), `python3 -m patchgate
+  # ARGS --ray auto` against it, the head stopped again: all in one call (a head left
+  # running does not outlive the call). Log in /tmp/logs/ray-NAME.log.
+  name=$1; shift
+  python3 -m ray.scripts.scripts start --head --resources '{"bench_slot": 1}' \
+    --disable-usage-stats --include-dashboard=false > "/tmp/logs/ray-$name-head.log" 2>&1 \
+    || { tail -n 20 "/tmp/logs/ray-$name-head.log"; exit 2; }
+  t0=$(date +%s)
+  python3 -m patchgate "$@" --ray auto 2>&1 | tee "/tmp/logs/ray-$name.log" \
+    | grep -v "^\s*$" | grep -v "^\[rank\|Capturing\|it/s\]" | tail -n 40
+  echo "exit: ${PIPESTATUS[0]}, $(( $(date +%s) - t0 )) s"
+  python3 -m ray.scripts.scripts stop --force > /dev/null 2>&1
   ;;
 planted)
   # calibrate's planted patch (patchgate.tools.planted) as a folder: FRACTION 0 is the
