@@ -310,10 +310,12 @@ def fakes_write(folder, name):
     return write_patch(folder, name)
 
 
-def test_a_bench_whose_node_dies_ends_the_run_whole(three_nodes):
-    """Last (the node tests above leave the head alone): a node joins again, a bench on
-    each of the two, and the joined node removed while they measure: the look is an
-    error that names the lost bench, never samples of half a look; no actor left."""
+def test_a_bench_whose_node_dies_has_its_block_measured_again_on_another(three_nodes):
+    """Last but one (the node tests above leave the head alone): a node joins again, a
+    bench on it and one on the head, and the joined node removed while they measure: its
+    block runs again, whole and with its own round numbers, on the head's bench; the
+    look's samples are complete, the record names the lost node, the next look and a
+    restart use the bench left; no actor left."""
     import threading
 
     from patchgate.latency.measure import Rounds
@@ -321,20 +323,65 @@ def test_a_bench_whose_node_dies_ends_the_run_whole(three_nodes):
     from patchgate.spread.latency import Bench
 
     c, _ = three_nodes
-    extra = c.add_node(num_cpus=1, resources={cluster.SLOT: 1},
+    extra = c.add_node(num_cpus=1, resources={cluster.SLOT: 1, "doomed": 1},
                        object_store_memory=80 * 2**20)
     c.wait_for_nodes()
+    name = "candidate+current+reference"
     bench = Bench(PROFILE, {"candidate": [], "current": [], "reference": []},
-                  {"candidate+current+reference": "candidate"}, 2, options={
+                  {name: "candidate"}, 2, options={
+                      "runtime_env": {"env_vars": {"PATCHGATE_FAKE_BASE_S": "0.05"}}})
+    killer = threading.Timer(1.0, lambda: c.remove_node(extra))
+    scenarios = make_scenarios(PROFILE)
+    try:
+        bench.start(None)
+        assert extra.node_id in {n["id"] for n in bench.nodes} and len(bench.nodes) == 2
+        killer.start()
+        got = bench.measure({name: bench}, scenarios, Rounds(timed=40, first=100))
+        assert {len(xs) for xs in got[name].values()} == {40}
+        (left,) = bench.nodes
+        assert bench.lost_nodes == [extra.node_id] and left["id"] != extra.node_id
+        again = [b for b in bench.record if "rerun_of" in b]
+        assert [(b["rerun_of"], b["node"]) for b in again] == [(extra.node_id, left["id"])]
+        assert sorted(b["first_round"] for b in bench.record) == [100, 120]
+        # the next look and a restart: on the bench left
+        bench.start(None)
+        more = bench.measure({name: bench}, scenarios, Rounds(timed=4, first=1000))
+        assert {len(xs) for xs in more[name].values()} == {4}
+        assert bench.spread()["lost_nodes"] == [extra.node_id]
+        assert {b["node"] for b in bench.record} == {left["id"]}
+    finally:
+        killer.join()
+        bench.close()
+    assert actors_alive() == 0
+
+
+def test_a_bench_whose_node_dies_with_none_left_ends_the_run_whole(three_nodes):
+    """Last: one bench, held on a node that joins for it, and that node removed while it
+    measures: no bench left to measure its block again, so the look is an error that
+    names the node, never samples of half a look; no actor left."""
+    import threading
+
+    from patchgate.latency.measure import Rounds
+    from patchgate.latency.scenarios import make_scenarios
+    from patchgate.spread.latency import Bench
+
+    c, _ = three_nodes
+    extra = c.add_node(num_cpus=1, resources={cluster.SLOT: 1, "doomed": 1},
+                       object_store_memory=80 * 2**20)
+    c.wait_for_nodes()
+    name = "candidate+current+reference"
+    bench = Bench(PROFILE, {"candidate": [], "current": [], "reference": []},
+                  {name: "candidate"}, 1, options={
+                      "resources": {cluster.SLOT: 1, "doomed": 1},
                       "runtime_env": {"env_vars": {"PATCHGATE_FAKE_BASE_S": "0.05"}}})
     killer = threading.Timer(1.0, lambda: c.remove_node(extra))
     try:
         bench.start(None)
-        assert len({n["id"] for n in bench.nodes}) == 2
+        assert [n["id"] for n in bench.nodes] == [extra.node_id]
         killer.start()
-        with pytest.raises(PatchgateError, match="was lost"):
-            bench.measure({"candidate+current+reference": bench}, make_scenarios(PROFILE),
-                          Rounds(timed=40))
+        with pytest.raises(PatchgateError, match="no other bench of its class") as e:
+            bench.measure({name: bench}, make_scenarios(PROFILE), Rounds(timed=40))
+        assert extra.node_id in e.value.message
         assert bench.record == []  # no block of that look counted
     finally:
         killer.join()

@@ -16,8 +16,11 @@ run's look, round for round.
   spanning two is refused by name (:func:`.cluster.one_class`).
 - **Work off the clock** is metered on each node over its own rounds
   (:mod:`patchgate.latency.offclock`); a node's finding is the run's.
-- **Faults.** A node lost while it measures: the run is an error naming it (exit 2),
-  nothing is written, never a verdict from the blocks that came back.
+- **Faults.** A node lost while it measures: its block, whole, runs again on another
+  bench (all of one class) after that one's own block, with the same round numbers; the
+  lost bench is out of the run, and the verdict's ``lost_nodes`` and the block's
+  ``rerun_of`` name it. What the lost bench measured of its block is never used. No
+  other bench left: the run is an error naming the node (exit 2), nothing is written.
 - **Nothing left behind.** :meth:`Bench.close` closes every engine and kills every actor.
 - **The record.** :meth:`Bench.spread`: the node and round numbers of every block, for
   the verdict's latency block.
@@ -110,6 +113,7 @@ class Bench:
         self.actors = [cls.remote(profile, sets) for _ in range(nodes)]
         self.nodes: list[dict] = []  # each actor's node {"id", "class"}, in actor order
         self.record: list[dict] = []  # every block: series, look, node, round numbers
+        self.lost_nodes: list[str] = []  # nodes whose bench was lost (its block ran again)
         self.notes: list[str] = []
         try:
             refs = [a.info.remote() for a in self.actors]
@@ -154,12 +158,20 @@ class Bench:
             extra = sum(p.warmup + p.timed for p in parts) - rounds.warmup - rounds.timed
             progress.total += max(0, extra) * calls
             progress.refresh()
-        refs = [a.measure.remote(labels, list(scenarios), p, answers is not None)
+        want = answers is not None
+        refs = [a.measure.remote(labels, list(scenarios), p, want)
                 for a, p in zip(self.actors, parts, strict=True)]
-        got = []
+        got: list = []
+        on = list(range(len(parts)))  # the bench that measured each block
+        lost: list[int] = []
         try:
             for i, r in enumerate(refs):
-                got.append(self._get(r, i, "measuring its block"))
+                got.append(self._get(r, i, "measuring its block", lost))
+                if progress is not None and got[-1] is not None:
+                    progress.update((parts[i].warmup + parts[i].timed) * len(scenarios)
+                                    * len(engines))
+            for i in [i for i, g in enumerate(got) if g is None]:
+                on[i], got[i] = self._rerun(i, lost, (labels, list(scenarios), parts[i], want))
                 if progress is not None:
                     progress.update((parts[i].warmup + parts[i].timed) * len(scenarios)
                                     * len(engines))
@@ -180,9 +192,43 @@ class Bench:
                     answers.setdefault(name, {}).setdefault(scenario, []).extend(xs)
             if meter is not None and finding is not None and meter.finding is None:
                 meter.finding = finding
-            self.record.append({"node": self.nodes[k]["id"], "first_round": part.first,
-                                "warmup": part.warmup, "rounds": part.timed})
+            self.record.append({"node": self.nodes[on[k]]["id"], "first_round": part.first,
+                                "warmup": part.warmup, "rounds": part.timed}
+                               | ({"rerun_of": self.nodes[k]["id"]} if on[k] != k else {}))
+        self._drop(lost)
         return samples
+
+    # ------------------------------------------------------------------ a lost node
+    def _rerun(self, i: int, lost: list[int], args: tuple) -> tuple[int, tuple]:
+        """Block ``i``, whose bench was lost, measured whole on another bench (every
+        bench is of one class), after that one's own block: (its index, what it
+        measured). None left: the error that names the lost node."""
+        for j in range(len(self.actors)):
+            if j in lost:
+                continue
+            self._say(f"latency: the bench on node {self.nodes[i]['id']} was lost; its "
+                      f"block runs again on node {self.nodes[j]['id']}")
+            got = self._get(self.actors[j].measure.remote(*args), j, "measuring a lost "
+                            "node's block", lost)
+            if got is not None:
+                return j, got
+        raise PatchgateError(
+            f"latency on the Ray cluster: the bench on node {self.nodes[i]['id']} was lost "
+            "while measuring its block, and no other bench of its class was left to "
+            "measure it again; nothing was written",
+            hint="run again when the cluster is whole, or without --ray")
+
+    def _drop(self, lost: list[int]) -> None:
+        """The lost benches out of the run: later looks and the confirmation's engines
+        use the others; the verdict names them (``lost_nodes``)."""
+        ray = ray_module()
+        for j in sorted(set(lost), reverse=True):
+            self.lost_nodes.append(self.nodes[j]["id"])
+            try:
+                ray.kill(self.actors[j], no_restart=True)
+            except Exception:  # noqa: BLE001 - its node is gone with it
+                pass
+            del self.actors[j], self.nodes[j]
 
     # ------------------------------------------------------------------ the record
     def spread(self) -> dict:
@@ -190,14 +236,20 @@ class Bench:
         block (its node, its first round number, its warm-up and timed rounds)."""
         return {"nodes": [n["id"] for n in self.nodes],
                 "classes": sorted({n["class"] for n in self.nodes}),
-                "blocks": list(self.record), "rounds_on_one_node": 1.0}
+                "blocks": list(self.record), "rounds_on_one_node": 1.0,
+                "lost_nodes": list(self.lost_nodes)}
 
-    def _get(self, ref, i: int | None, doing: str):
+    def _get(self, ref, i: int | None, doing: str, lost: list[int] | None = None):
+        """``ray.get(ref)`` of bench ``i``; its loss an error naming its node, or, with
+        ``lost``, None and ``i`` added to ``lost`` (a block to measure again)."""
         ray = ray_module()
         node = "?" if i is None or i >= len(self.nodes) else self.nodes[i]["id"]
         try:
             return ray.get(ref)
         except ray.exceptions.RayActorError as e:
+            if lost is not None and i is not None:
+                lost.append(i)
+                return None
             raise PatchgateError(
                 f"latency on the Ray cluster: the bench on node {node} was lost while "
                 f"{doing} ({str(e).splitlines()[0][:160]}); nothing was written",
