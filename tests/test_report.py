@@ -145,3 +145,29 @@ def test_the_first_lines_carry_the_decision_the_score_and_every_caveat():
     assert "`0001-fused-add-rmsnorm.py` (new)" in text
     # identical baseline and reference columns are one column
     assert "| reference = baseline" in text and "| baseline " not in text
+
+
+def test_a_spread_run_says_where_its_latency_and_accuracy_ran():
+    """``--ray``: the nodes, their class and the blocks; a lost node and where its block
+    ran again; each accuracy pool's actors and nodes (verdict.latency.spread,
+    verdict.accuracy.spread)."""
+    from patchgate.report.render import render_terminal
+
+    v = json.loads(VERDICT.read_text(encoding="utf-8"))
+    assert "Ray" not in render_terminal(v) + render_markdown(v)  # a run on one machine
+    a, b = "a" * 56, "b" * 56
+    v["latency"]["spread"] = {
+        "nodes": [a], "classes": ["EPYC-2cpu-1f"], "rounds_on_one_node": 1.0,
+        "lost_nodes": [b],
+        "blocks": [{"node": a, "first_round": 0, "warmup": 1, "rounds": 4},
+                   {"node": a, "first_round": 5, "warmup": 1, "rounds": 4, "rerun_of": b}]}
+    v["accuracy"]["spread"] = {"candidate": {"actors": 2, "nodes": [a, b],
+                                             "classes": ["EPYC-2cpu-1f"],
+                                             "batches_per_node": {}, "lost_nodes": [b]}}
+    text = render_terminal(v)
+    assert ("latency on 1 Ray node(s) of class EPYC-2cpu-1f: 2 block(s), every round on "
+            f"one node; node {b[:12]} lost, its block (rounds from 5) ran again on "
+            f"{a[:12]}") in text
+    assert (f"accuracy of candidate in 2 Ray actor(s) on 2 node(s) of class EPYC-2cpu-1f; "
+            f"lost: {b[:12]}") in text
+    assert "latency on 1 Ray node(s)" in render_markdown(v)

@@ -120,6 +120,8 @@ def latency_lines(verdict: dict) -> list[str]:
                    f"score-weighted log ratios){beside}")
     if block.get("inputs"):
         out.append(f"inputs: {block['inputs']}")
+    if block.get("spread"):
+        out.append(spread_line(block["spread"]))
     cal = verdict.get("calibration")
     if cal:
         out.append(f"measured on this runner ({(cal.get('created') or '')[:10]}): "
@@ -146,7 +148,23 @@ def accuracy_lines(verdict: dict) -> list[str]:
         lines.append(sequential_line(a))
     if a.get("mode"):
         lines.append(f"guard: {a['mode']}")
+    for label, pool in (a.get("spread") or {}).items():
+        lost = pool.get("lost_nodes") or []
+        lines.append(f"accuracy of {label} in {pool['actors']} Ray actor(s) on "
+                     f"{len(pool['nodes'])} node(s) of class {', '.join(pool['classes'])}"
+                     + (f"; lost: {', '.join(n[:12] for n in lost)} (its batches answered "
+                        "again by the others)" if lost else ""))
     return lines
+
+
+def spread_line(sp: dict) -> str:
+    """Where a ``--ray`` run's latency ran: the nodes, their class, the blocks, the nodes
+    lost and where their blocks ran again."""
+    again = [b for b in sp["blocks"] if b.get("rerun_of")]
+    return (f"latency on {len(sp['nodes'])} Ray node(s) of class {', '.join(sp['classes'])}"
+            f": {len(sp['blocks'])} block(s), every round on one node"
+            + "".join(f"; node {b['rerun_of'][:12]} lost, its block (rounds from "
+                      f"{b['first_round']}) ran again on {b['node'][:12]}" for b in again))
 
 
 def sequential_line(a: dict) -> str:
