@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -32,12 +31,13 @@ def test_help_names_the_exit_codes_and_the_profiles(capsys):
     assert "h200-minicpm8b" in out and "default" in out
 
 
-def test_check_validates_the_patch_folder_quickly():
-    t0 = time.monotonic()
+def test_check_validates_the_patch_folder_without_an_engine():
+    """`check` imports the patches in a scratch process and loads no model (about 1.5 s
+    on the 2-core development machine; speed is not asserted here)."""
     run = subprocess.run([sys.executable, "-m", "patchgate", "check"], cwd=ROOT,
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
-    assert time.monotonic() - t0 < 5
+    assert "loading engine" not in run.stdout + run.stderr
     assert "ok  0001-fused-add-rmsnorm.py: Fuse the residual add into RMSNorm." in run.stdout
     assert run.stdout.rstrip().splitlines()[-2].endswith(": valid")
     # the imports ran in a sandbox where the kernel offers one, and check says which
