@@ -237,7 +237,10 @@ def test_confirm_strongest_reaches_the_verdict_as_a_confirmed_rejection(tmp_path
     assert row["name"] == x and row["confirmation"]["outcome"] == "slower"
     assert row["confirmation"]["rounds"] == 6
     assert block["score"]["outcome"] == "slower" and block["score"]["confirmation"] is None
-    assert any(r.startswith(f"{x} is ") and "again in fresh engine processes" in r
+    assert any(r.startswith(f"{x} is ") and "again in fresh engine processes, alone: " in r
+               and r.endswith("the rejection stands on it") for r in reasons)
+    assert block["alone"]["item"] == x and block["alone"]["outcome"] == "slower"
+    assert any(r.startswith("the score is") and "; not re-measured in fresh processes" in r
                for r in reasons)
     (note,) = [n for n in judge.latency_notes(result) if "alone first" in n]
     assert "the rejection stands on it" in note and "score slower in the first" in note

@@ -108,6 +108,9 @@ class Latency(TypedDict):
     score: Pooled
     best: Pooled | None
     noise: float | None  # robust SD of the score-weighted per-round log ratios
+    # the one scenario the fresh processes measured alone first (confirm_strongest):
+    # item, ratio, p_value, outcome, rounds, alpha; None where they measured every item
+    alone: NotRequired[dict | None]
     inputs: str  # how the token ids were drawn
     # with --ray: the nodes, their class and every block of rounds (patchgate.spread.latency)
     spread: NotRequired[dict]

@@ -50,6 +50,16 @@ def _confirmation(lat: LatencyResult, comp: str, item: str) -> Confirmation | No
             "p_value": c.p_slower, "outcome": d.outcome, "rounds": c.n}
 
 
+def _alone(lat: LatencyResult) -> dict | None:
+    """The one scenario the fresh processes measured alone first (``confirm_strongest``)."""
+    a = lat.alone
+    if a is None:
+        return None
+    c = a.decision.comparison
+    return {"item": a.item, "ratio": c.ratio, "p_value": c.p_slower,
+            "outcome": a.decision.outcome, "rounds": a.rounds, "alpha": a.alpha}
+
+
 def _final(lat: LatencyResult, comp: str, item: str) -> str:
     out = lat.final(comp, item)
     return out
@@ -97,7 +107,7 @@ def latency_block(lat: LatencyResult, profile: Profile) -> Latency:
             "confirm_looks": lat.confirm_looks, "confirm_rounds": lat.confirm_rounds,
             "confirm_alpha": lat.confirm_alpha, "pairing": "by round",
             "weights": lat.weights, "score": score, "best": pooled(lat, "best"),
-            "noise": evidence.noise(lat),
+            "noise": evidence.noise(lat), "alone": _alone(lat),
             "inputs": "fresh token ids every round (from the profile's seed), the same for "
                       "every configuration within a round"}
 
@@ -112,11 +122,16 @@ def speed_scores(rows: list[Row], batch_sizes: tuple[int, ...]) -> dict[str, flo
     return out
 
 
-def _again(c: Confirmation | None) -> str:
+def _again(c: Confirmation | None, alone: dict | None = None, item: str = "") -> str:
+    """What the fresh processes found for ``item``; where they measured one scenario
+    alone and it was slower again (``alone``), which item the rejection stands on and
+    which were not re-measured."""
+    stands = bool(alone) and alone["outcome"] == stats.SLOWER
     if not c:
-        return ""
-    return (f"; again in fresh engine processes: {100 * (c['ratio'] - 1):+.1f} %, "
-            f"p={c['p_value']:.2g}")
+        return "; not re-measured in fresh processes" if stands else ""
+    how = ", alone" if stands and alone["item"] == item else ""
+    return (f"; again in fresh engine processes{how}: {100 * (c['ratio'] - 1):+.1f} %, "
+            f"p={c['p_value']:.2g}" + ("; the rejection stands on it" if how else ""))
 
 
 def _interval(x: dict) -> str:
@@ -156,7 +171,8 @@ def latency_reasons(scenario_rows: list[Row], block: Latency, compared_with: str
             f"{compared_with}'s: {together(len(scenario_rows))} are {_pct(score['ratio'])} "
             f"slower (score-weighted, paired by round; {100 * (1 - 2 * block['alpha_look']):.1f}"
             f" % CI {_interval(score)}, p={score['p_value']:.2g})"
-            f", beyond the {100 * th:g} % threshold{_again(score['confirmation'])}"
+            f", beyond the {100 * th:g} % threshold"
+            f"{_again(score['confirmation'], block.get('alone'), 'score')}"
             + (f"; the intervals of {', '.join(carry)} lie wholly beyond it"
                if carry else ""))
     for r in scenario_rows:
@@ -167,7 +183,7 @@ def latency_reasons(scenario_rows: list[Row], block: Latency, compared_with: str
                 f"{1000 * r['baseline_median_s']:.2f} ms, p={r['p_value']:.2g}, "
                 f"{100 * (1 - 2 * r['alpha']):.1f} % CI of the ratio "
                 f"{_interval(r)}), beyond the {100 * th:g} % "
-                f"threshold{_again(r['confirmation'])}")
+                f"threshold{_again(r['confirmation'], block.get('alone'), r['name'])}")
     best = block["best"]
     if best and best["outcome"] == stats.SLOWER:
         out.append(
