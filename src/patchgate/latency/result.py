@@ -74,7 +74,9 @@ class LatencyResult:
         not the change; a fresh "undecided" leaves the item undecided). When the pooled
         score was slower in the first processes, the fresh ones test every scenario too
         (the looks there stopped before a scenario alone could be tested): one they find
-        slower is slower, the score in the first processes and it in the fresh ones."""
+        slower is slower, the score in the first processes and it in the fresh ones.
+        Where they measured one scenario alone first (:attr:`alone`) and found it slower
+        again, it is slower and every other item keeps the first processes' outcome."""
         first = self.decisions[comparison][item].outcome
         if self.alone is not None and self.alone.confirmed and comparison == "current":
             # the rejection stands on the one scenario measured alone; the other items
