@@ -310,27 +310,39 @@ def fakes_write(folder, name):
     return write_patch(folder, name)
 
 
+BENCH_NAME = "candidate+current+reference"  # one engine serves all three here
+
+
+def doomed_bench(c, benches: int, **options):
+    """(node, bench, killer): a node that joins ``c`` (a bench slot, and a ``doomed``
+    resource to hold a bench there), a bench of ``benches`` actors on fakes of 50 ms a
+    call (``options`` on top of Ray's), and a timer that removes the node one second
+    after it is started."""
+    import threading
+
+    from patchgate.spread.latency import Bench
+
+    node = c.add_node(num_cpus=1, resources={cluster.SLOT: 1, "doomed": 1},
+                      object_store_memory=80 * 2**20)
+    c.wait_for_nodes()
+    bench = Bench(PROFILE, {"candidate": [], "current": [], "reference": []},
+                  {BENCH_NAME: "candidate"}, benches, options={
+                      "runtime_env": {"env_vars": {"PATCHGATE_FAKE_BASE_S": "0.05"}},
+                      **options})
+    return node, bench, threading.Timer(1.0, lambda: c.remove_node(node))
+
+
 def test_a_bench_whose_node_dies_has_its_block_measured_again_on_another(three_nodes):
     """Last but one (the node tests above leave the head alone): a node joins again, a
     bench on it and one on the head, and the joined node removed while they measure: its
     block runs again, whole and with its own round numbers, on the head's bench; the
     look's samples are complete, the record names the lost node, the next look and a
     restart use the bench left; no actor left."""
-    import threading
-
     from patchgate.latency.measure import Rounds
     from patchgate.latency.scenarios import make_scenarios
-    from patchgate.spread.latency import Bench
 
-    c, _ = three_nodes
-    extra = c.add_node(num_cpus=1, resources={cluster.SLOT: 1, "doomed": 1},
-                       object_store_memory=80 * 2**20)
-    c.wait_for_nodes()
-    name = "candidate+current+reference"
-    bench = Bench(PROFILE, {"candidate": [], "current": [], "reference": []},
-                  {name: "candidate"}, 2, options={
-                      "runtime_env": {"env_vars": {"PATCHGATE_FAKE_BASE_S": "0.05"}}})
-    killer = threading.Timer(1.0, lambda: c.remove_node(extra))
+    extra, bench, killer = doomed_bench(three_nodes[0], 2)
+    name = BENCH_NAME
     scenarios = make_scenarios(PROFILE)
     try:
         bench.start(None)
@@ -359,22 +371,12 @@ def test_a_bench_whose_node_dies_with_none_left_ends_the_run_whole(three_nodes):
     """Last: one bench, held on a node that joins for it, and that node removed while it
     measures: no bench left to measure its block again, so the look is an error that
     names the node, never samples of half a look; no actor left."""
-    import threading
-
     from patchgate.latency.measure import Rounds
     from patchgate.latency.scenarios import make_scenarios
-    from patchgate.spread.latency import Bench
 
-    c, _ = three_nodes
-    extra = c.add_node(num_cpus=1, resources={cluster.SLOT: 1, "doomed": 1},
-                       object_store_memory=80 * 2**20)
-    c.wait_for_nodes()
-    name = "candidate+current+reference"
-    bench = Bench(PROFILE, {"candidate": [], "current": [], "reference": []},
-                  {name: "candidate"}, 1, options={
-                      "resources": {cluster.SLOT: 1, "doomed": 1},
-                      "runtime_env": {"env_vars": {"PATCHGATE_FAKE_BASE_S": "0.05"}}})
-    killer = threading.Timer(1.0, lambda: c.remove_node(extra))
+    extra, bench, killer = doomed_bench(three_nodes[0], 1,
+                                        resources={cluster.SLOT: 1, "doomed": 1})
+    name = BENCH_NAME
     try:
         bench.start(None)
         assert [n["id"] for n in bench.nodes] == [extra.node_id]

@@ -34,8 +34,7 @@ def confirm_budget(prof: Profile, flagged: dict[str, list[str]], steps: int = 1
     looks x ``steps``), rounds raised to the fewest that can decide the strongest item
     of every comparison's family at that level. ``steps`` 2: one scenario is measured
     alone first (:func:`alone_budget`), and the two steps share the level."""
-    looks = prof.confirm_looks or max(1, prof.max_looks)
-    alpha = prof.thresholds.alpha / (max(1, len(flagged)) * looks * steps)
+    looks, alpha = _level(prof, len(flagged), steps)
     asked = prof.confirm_rounds or prof.rounds
     need = max((decide.fewest_rounds(alpha, items) for items in flagged.values()),
                default=2)
@@ -52,9 +51,15 @@ def alone_budget(prof: Profile) -> ConfirmBudget:
     """The first step of a ``confirm_strongest`` confirmation: one look at the other half
     of the one comparison's level (alpha / (``confirm_looks`` x 2)), with the fewest
     rounds whose signed-rank test can decide one item there."""
-    looks = prof.confirm_looks or max(1, prof.max_looks)
-    alpha = prof.thresholds.alpha / (looks * 2)
+    _, alpha = _level(prof, 1, 2)
     return ConfirmBudget(decide.rounds_for(alpha), 1, alpha)
+
+
+def _level(prof: Profile, comparisons: int, steps: int) -> tuple[int, float]:
+    """The confirmation's looks (``confirm_looks``, else ``max_looks``) and the level of
+    each of its tests: alpha / (comparisons x looks x steps)."""
+    looks = prof.confirm_looks or max(1, prof.max_looks)
+    return looks, prof.thresholds.alpha / (max(1, comparisons) * looks * steps)
 
 
 def strongest(decisions: Mapping[str, decide.Decision], threshold: float) -> str | None:

@@ -283,7 +283,7 @@ def _confirm(configs: Configurations, prof: Profile, result: LatencyResult, agai
             result.confirm_looks, result.confirm_rounds, result.confirm_alpha = \
                 1, a.rounds, a.alpha
             return
-        reporter.say(f"confirmation: {x} alone was {result.alone.decision.outcome}; "
+        reporter.say(f"confirmation: {x} alone was {a.decision.outcome}; "
                      f"measuring {', '.join(items_all)}")
     budget = budgets.confirm_budget(prof, flagged, steps=2 if x else 1)
     if budget.note:
@@ -291,11 +291,7 @@ def _confirm(configs: Configurations, prof: Profile, result: LatencyResult, agai
     again = _Series(labels=labels, samples=result.confirm_samples, decisions={},
                     items=flagged, first_round=CONFIRM_ROUNDS + (ALONE_ROUNDS if x else 0),
                     looks=0, alpha=budget.alpha, rounds=budget.rounds, max_looks=budget.looks)
-    pend = _needed(items_all, result.scenarios)
-    use = len(configs.by_name(labels))
-    with reporter.progress(_calls(prof, pend, use, prof.warmup, budget.rounds),
-                           "confirm") as bar:
-        _looks(configs, prof, result, again, start=1, reporter=reporter, bar=bar, timer=timer)
+    _fresh(configs, prof, result, again, reporter, timer)
     result.confirmation, result.confirm_looks = again.decisions, again.looks
     result.confirm_rounds, result.confirm_alpha = budget.rounds, budget.alpha
 
@@ -311,13 +307,21 @@ def _alone(configs: Configurations, prof: Profile, result: LatencyResult, item: 
     series = _Series(labels=labels, samples={}, decisions={}, items={"current": [item]},
                      first_round=CONFIRM_ROUNDS, looks=0, alpha=budget.alpha,
                      rounds=budget.rounds, max_looks=1)
-    pend = _needed([item], result.scenarios)
-    use = len(configs.by_name(labels))
-    with reporter.progress(_calls(prof, pend, use, prof.warmup, budget.rounds),
-                           "confirm") as bar:
-        _looks(configs, prof, result, series, start=1, reporter=reporter, bar=bar, timer=timer)
+    _fresh(configs, prof, result, series, reporter, timer)
     return Alone(item, series.decisions["current"][item], series.samples, budget.rounds,
                  budget.alpha)
+
+
+def _fresh(configs: Configurations, prof: Profile, result: LatencyResult, series: _Series,
+           reporter, timer: Callable) -> None:
+    """The looks of a ``series`` in the fresh processes, from their first (with its
+    warm-up), under the confirmation's progress bar."""
+    items = sorted({i for items in series.items.values() for i in items})
+    pend = _needed(items, result.scenarios)
+    use = len(configs.by_name(series.labels))
+    with reporter.progress(_calls(prof, pend, use, prof.warmup, series.rounds),
+                           "confirm") as bar:
+        _looks(configs, prof, result, series, start=1, reporter=reporter, bar=bar, timer=timer)
 
 
 def _by_batch(scenarios: list[Scenario], batch_sizes) -> dict[str, list[Scenario]]:

@@ -153,11 +153,16 @@ class Bench:
         ray = ray_module()
         labels = tuple(name.split("+")[0] for name in engines)
         parts = blocks(rounds, len(self.actors), len(engines))
+        calls = len(scenarios) * len(engines)  # a round's calls
         if progress is not None:  # more rounds than the look planned: one block a node
-            calls = len(scenarios) * len(engines)
             extra = sum(p.warmup + p.timed for p in parts) - rounds.warmup - rounds.timed
             progress.total += max(0, extra) * calls
             progress.refresh()
+
+        def done(i: int) -> None:  # block i measured
+            if progress is not None:
+                progress.update((parts[i].warmup + parts[i].timed) * calls)
+
         want = answers is not None
         refs = [a.measure.remote(labels, list(scenarios), p, want)
                 for a, p in zip(self.actors, parts, strict=True)]
@@ -167,14 +172,11 @@ class Bench:
         try:
             for i, r in enumerate(refs):
                 got.append(self._get(r, i, "measuring its block", lost))
-                if progress is not None and got[-1] is not None:
-                    progress.update((parts[i].warmup + parts[i].timed) * len(scenarios)
-                                    * len(engines))
+                if got[-1] is not None:
+                    done(i)
             for i in [i for i, g in enumerate(got) if g is None]:
                 on[i], got[i] = self._rerun(i, lost, (labels, list(scenarios), parts[i], want))
-                if progress is not None:
-                    progress.update((parts[i].warmup + parts[i].timed) * len(scenarios)
-                                    * len(engines))
+                done(i)
         except BaseException:
             for r in refs:
                 try:
