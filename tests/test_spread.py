@@ -107,6 +107,50 @@ def test_a_pool_answers_every_batch_whole_and_in_the_serial_order(three_nodes):
     assert actors_alive() == 0  # nothing left behind
 
 
+def test_accuracy_engines_get_a_gpu_each_or_share_one_or_are_refused():
+    from patchgate.spread.accuracy import gpu_share
+
+    assert gpu_share(gpus=8, actors=4) == gpu_share(gpus=2, actors=1) == 1.0
+    assert gpu_share(gpus=1, actors=1) == gpu_share(gpus=7, actors=4) == 0.5
+    with pytest.raises(PatchgateError, match="need at least 2 GPU.*has 1"):
+        gpu_share(gpus=1, actors=2)
+
+
+def test_both_pools_of_a_gpu_run_share_the_one_gpu_a_cluster_has(three_nodes, monkeypatch):
+    """``guard --ray`` on a one-GPU machine: the candidate's and the reference's engines
+    each take half of the cluster's one GPU (a node that offers it, logically, here) and
+    half its memory; the cluster without that node has no GPU: refused before any
+    engine starts."""
+    from patchgate.spread import accuracy
+    from patchgate.spread.accuracy import pools
+
+    monkeypatch.setattr(accuracy, "START_TIMEOUT_S", 60.0)  # an engine left unplaced: fail
+    c, _ = three_nodes
+    gpu_prof = PROFILE.with_overrides(device="cuda")
+    with pytest.raises(PatchgateError, match="need at least 1 GPU.*has 0"):
+        pools("auto")(gpu_prof, [], "candidate")
+    assert actors_alive() == 0
+    node = c.add_node(num_cpus=2, num_gpus=1, object_store_memory=80 * 2**20)
+    c.wait_for_nodes()
+    lines: list[str] = []
+    made = []
+    try:
+        make = pools("auto", say=lines.append)
+        made = [make(gpu_prof, [], label) for label in ("candidate", "reference")]
+        batch = ([([1, 2], [3])],)
+        got = [pool.answer_all("loglikelihood", [batch]) for pool in made]
+        where = [pool.spread() for pool in made]
+    finally:
+        for pool in made:
+            pool.close()
+        c.remove_node(node)
+    assert got[0] == got[1]
+    assert [w["gpu_share"] for w in where] == [0.5, 0.5]
+    assert where[0]["nodes"] == where[1]["nodes"]  # both on the node with the GPU
+    assert all("0.5 of a GPU each" in line for line in lines) and len(lines) == 2
+    assert actors_alive() == 0
+
+
 def test_the_real_model_on_a_pool_gives_every_item_the_serial_score(three_nodes):
     """The default model through transformers and lm-eval: serially here, then spread
     over two actors on two nodes (a runtime_env of their own keeps the fakes out)."""

@@ -149,7 +149,8 @@ def _add_guard(sub, root: Path) -> None:
                    help="spread the run over a Ray cluster ('auto': the one this machine "
                    "belongs to): latency in one bench per node that offers a bench slot, "
                    "every round on one node, a block of rounds each; the accuracy guard's "
-                   "engines in actors (one GPU each on a GPU profile), every item's score "
+                   "engines in actors (one GPU each on a GPU profile, half of one where the "
+                   "cluster has too few), every item's score "
                    "as the serial run's (pip install -e .[ray])")
     g.add_argument("--ray-actors", type=int, metavar="N",
                    help="with --ray: accuracy engines per configuration (default: half the "

@@ -12,6 +12,11 @@ not shards.
   GPU profile, one CPU otherwise, spread over the nodes. Each tells its node and hardware
   class; a pool whose actors span two classes is refused, and so is a run whose
   candidate and reference pools do (:func:`.cluster.one_class`).
+- **GPUs.** The candidate's and the reference's pools answer side by side. Where the
+  cluster has a GPU for every engine of both, each engine gets one; where it has one for
+  every engine of one pool (one GPU: ``guard --ray`` on a single-GPU machine), each
+  engine takes half a GPU and half its memory, as the serial run's two engines share one
+  GPU (:func:`gpu_share`); with fewer the run is refused before any engine starts.
 - **Faults.** An actor lost mid-batch (its node died): the batch goes to another actor of
   the pool; with none left the run is an error naming the node, and nothing is written.
 - **Nothing left behind.** :meth:`EnginePool.close` closes every engine and kills every
@@ -33,10 +38,10 @@ START_TIMEOUT_S = 600.0  # actors not ready by then: the cluster lacks what they
 class EngineActor:
     """One engine of one configuration, in a Ray actor (wrapped by :func:`_actor_class`)."""
 
-    def __init__(self, profile, patches, label: str):
+    def __init__(self, profile, patches, label: str, share: float = 1.0):
         from ..engines import factory
 
-        self.engine = factory.start(profile, patches, label).ready()
+        self.engine = factory.start(profile, patches, label, share).ready()
         self.node = node_here(profile.engine, profile.device)
 
     def info(self) -> dict:
@@ -49,11 +54,27 @@ class EngineActor:
         self.engine.close()
 
 
-def _actor_class(profile, options: dict | None):
-    """:class:`EngineActor` as a Ray actor class: one GPU each on a GPU profile, else one
-    CPU; ``options`` (Ray's ``.options``: resources, a runtime_env) on top."""
+def gpu_share(gpus: float, actors: int, pools: int = 2) -> float:
+    """The part of a GPU each accuracy engine takes when ``pools`` pools of ``actors``
+    engines answer side by side on a cluster of ``gpus`` GPUs: a whole GPU where there
+    is one for every engine, else an equal part of one (1 / ``pools``: a GPU holds
+    ``pools`` engines) where there is one for every engine of a pool. Fewer GPUs: an
+    error that says how many the pools need."""
+    if gpus >= actors * pools:
+        return 1.0
+    if gpus >= actors:
+        return 1.0 / pools
+    raise PatchgateError(f"accuracy on the Ray cluster: {actors} engine(s) a configuration "
+                         f"need at least {actors} GPU(s); the cluster has {gpus:g}",
+                         hint="add GPU nodes, or pass fewer --ray-actors")
+
+
+def _actor_class(profile, options: dict | None, share: float = 1.0):
+    """:class:`EngineActor` as a Ray actor class: ``share`` of a GPU each on a GPU
+    profile, else one CPU; ``options`` (Ray's ``.options``: resources, a runtime_env)
+    on top."""
     ray = ray_module()
-    need = {"num_gpus": 1} if profile.device == "cuda" else {"num_cpus": 1}
+    need = {"num_gpus": share} if profile.device == "cuda" else {"num_cpus": 1}
     return ray.remote(max_restarts=0, max_task_retries=0, **need)(EngineActor).options(
         scheduling_strategy="SPREAD", **(options or {}))
 
@@ -65,13 +86,15 @@ class EnginePool:
     name = "ray-pool"
 
     def __init__(self, profile, patches, label: str, actors: int,
-                 options: dict | None = None, say: Callable[[str], None] = lambda _: None):
+                 options: dict | None = None, say: Callable[[str], None] = lambda _: None,
+                 share: float = 1.0):
         ray = ray_module()
-        self.label, self.profile = label, profile
+        self.label, self.profile, self.share = label, profile, share
         self._patch_names = [p.name for p in patches]
         self._tokenizer = None
-        cls = _actor_class(profile, options)
-        self.actors = [cls.remote(profile, list(patches), label) for _ in range(actors)]
+        cls = _actor_class(profile, options, share)
+        self.actors = [cls.remote(profile, list(patches), label, share)
+                       for _ in range(actors)]
         self.nodes: dict = {}  # actor -> its node {"id", "class"}
         self.batches: dict[str, int] = {}  # node id -> batches it answered
         self.lost: list[str] = []  # nodes whose actor was lost mid-run
@@ -94,8 +117,10 @@ class EnginePool:
         except BaseException:
             self.close()
             raise
+        each = "" if profile.device != "cuda" else (
+            ", a GPU each" if share == 1 else f", {share:g} of a GPU each")
         say(f"accuracy: {actors} engine(s) of {self.describe()} on "
-            f"{len({n['id'] for n in self.nodes.values()})} Ray node(s), ready in "
+            f"{len({n['id'] for n in self.nodes.values()})} Ray node(s){each}, ready in "
             f"{time.perf_counter() - t0:.1f} s")
 
     def classes(self) -> dict[str, list[str]]:
@@ -186,10 +211,13 @@ class EnginePool:
         """Where the work ran, for the verdict: actors, nodes and their class, batches
         per node, nodes lost."""
         classes = self.classes()
-        return {"actors": len(self.actors), "nodes": sorted({n for ids in classes.values()
-                                                             for n in ids}),
+        out = {"actors": len(self.actors), "nodes": sorted({n for ids in classes.values()
+                                                            for n in ids}),
                 "classes": sorted(classes), "batches_per_node": dict(self.batches),
                 "lost_nodes": list(self.lost)}
+        if self.profile.device == "cuda":
+            out["gpu_share"] = self.share
+        return out
 
     def close(self) -> None:
         """Every engine closed, every actor killed (safe to call twice)."""
@@ -217,8 +245,9 @@ def pools(address: str, actors: int | None = None, options: dict | None = None,
     """A factory of :class:`EnginePool` for :meth:`Configurations.spread_accuracy`:
     ``make(profile, patches, label)``, each pool ``actors`` engines (default: half the
     nodes that offer a bench slot, at least one: the candidate's and the reference's
-    pools answer side by side, one actor a node each); every pool made must be of one
-    hardware class."""
+    pools answer side by side, one actor a node each), each engine a GPU or a part of
+    one on a GPU profile (:func:`gpu_share`); every pool made must be of one hardware
+    class."""
     from .cluster import connect
 
     nodes = connect(address)
@@ -226,7 +255,10 @@ def pools(address: str, actors: int | None = None, options: dict | None = None,
     made: list[EnginePool] = []
 
     def make(profile, patches, label: str) -> EnginePool:
-        pool = EnginePool(profile, patches, label, count, options, say)
+        share = 1.0
+        if profile.device == "cuda":
+            share = gpu_share(ray_module().cluster_resources().get("GPU", 0), count)
+        pool = EnginePool(profile, patches, label, count, options, say, share)
         made.append(pool)
         merged: dict[str, list[str]] = {}
         for p in made:
