@@ -36,7 +36,7 @@ def confirm_budget(prof: Profile, flagged: dict[str, list[str]], steps: int = 1
     alone first (:func:`alone_budget`), and the two steps share the level."""
     looks, alpha = _level(prof, len(flagged), steps)
     asked = prof.confirm_rounds or prof.rounds
-    need = max((decide.fewest_rounds(alpha, items) for items in flagged.values()),
+    need = max((decide.fewest_rounds(alpha, items, prof.test) for items in flagged.values()),
                default=2)
     if asked >= need:
         return ConfirmBudget(asked, looks, alpha)
@@ -50,9 +50,9 @@ def confirm_budget(prof: Profile, flagged: dict[str, list[str]], steps: int = 1
 def alone_budget(prof: Profile) -> ConfirmBudget:
     """The first step of a ``confirm_strongest`` confirmation: one look at the other half
     of the one comparison's level (alpha / (``confirm_looks`` x 2)), with the fewest
-    rounds whose signed-rank test can decide one item there."""
+    rounds whose test can decide one item there."""
     _, alpha = _level(prof, 1, 2)
-    return ConfirmBudget(decide.rounds_for(alpha), 1, alpha)
+    return ConfirmBudget(decide.rounds_for(alpha, prof.test), 1, alpha)
 
 
 def _level(prof: Profile, comparisons: int, steps: int) -> tuple[int, float]:
@@ -79,9 +79,13 @@ def strongest(decisions: Mapping[str, decide.Decision], threshold: float) -> str
                                      decisions[n].comparison.ratio))
 
 
-def power_notes(rounds: int, alpha_look: float, scenarios: int = 6) -> list[str]:
+def power_notes(rounds: int, alpha_look: float, scenarios: int = 6,
+                test: str = "signed-rank") -> list[str]:
     """Say so when a look has too few rounds for a scenario alone to reach its share of
-    alpha: the signed-rank test's smallest p-value is 2^-rounds."""
+    alpha: the signed-rank test's smallest p-value is 2^-rounds (the t-test has no such
+    floor)."""
+    if test != decide.paired_t.SIGNED_RANK:
+        return []
     share = alpha_look * (1 - decide.SCORE_SHARE) / max(1, scenarios)
     need = decide.rounds_for(share)
     if rounds >= need:

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .. import stats
+from ..stats import paired_t
 from ..stats.score import WEIGHTS, batch_keys
 from .scenarios import Scenario
 
@@ -79,11 +80,13 @@ def differences(candidate: Mapping[str, Sequence[float]],
 
 @dataclass(frozen=True)
 class Level:
-    """What a look decides at: the latency ``threshold`` (0.05: 5 %) and the level of
-    each of its tests, ``alpha_look`` (alpha split over the looks)."""
+    """What a look decides at: the latency ``threshold`` (0.05: 5 %), the level of
+    each of its tests, ``alpha_look`` (alpha split over the looks), and the ``test``
+    (:data:`patchgate.stats.paired_t.TESTS`, the profile's)."""
 
     threshold: float
     alpha_look: float
+    test: str = paired_t.SIGNED_RANK
 
 
 def look(diffs: Mapping[str, Sequence[float]], weights: Mapping[str, float], level: Level,
@@ -97,7 +100,7 @@ def look(diffs: Mapping[str, Sequence[float]], weights: Mapping[str, float], lev
     cmps = {}
     for name in names:
         d = (stats.pooled_differences(diffs, weights) if name == SCORE else diffs[name])
-        cmps[name] = stats.compare_differences(d, alpha_look)
+        cmps[name] = paired_t.compare(d, alpha_look, level.test)
     share = {n: (SCORE_SHARE if n == SCORE else (1 - SCORE_SHARE) / max(1, len(names) - 1))
              for n in names}
     if SCORE not in names:
@@ -116,18 +119,23 @@ def look(diffs: Mapping[str, Sequence[float]], weights: Mapping[str, float], lev
     return out
 
 
-def fewest_rounds(level: float, items: Sequence[str]) -> int:
+def fewest_rounds(level: float, items: Sequence[str], test: str = paired_t.SIGNED_RANK
+                  ) -> int:
     """The fewest paired rounds with which the strongest item of the family ``items`` can
     be significant at ``level`` (:func:`look`'s weighted Holm, first step): ``score``
     with its share when it is in the family, else a scenario with its equal share. The
     signed-rank test's smallest p of n rounds is 2^-n (every round one way)."""
     share = SCORE_SHARE if SCORE in items else 1 / max(1, len(items))
-    return rounds_for(share * level)
+    return rounds_for(share * level, test)
 
 
-def rounds_for(level: float) -> int:
-    """The fewest paired rounds (at least 2) whose signed-rank test can reach ``level``:
-    its smallest p of n rounds is 2^-n (every round one way)."""
+def rounds_for(level: float, test: str = paired_t.SIGNED_RANK) -> int:
+    """The fewest paired rounds (at least 2) whose ``test`` can reach ``level``: the
+    signed-rank test's smallest p of n rounds is 2^-n (every round one way); the t-test
+    reaches any level with rounds that agree closely enough, from
+    :data:`~patchgate.stats.paired_t.T_MIN_ROUNDS` on."""
+    if test == paired_t.T:
+        return paired_t.T_MIN_ROUNDS
     n = 2
     while stats.signed_rank(range(1, n + 1)).p_greater > level and n < 64:
         n += 1

@@ -149,7 +149,7 @@ def run(configs: Configurations, prof: Profile, reporter, schedule: Schedule | N
                                batch_sizes=sizes if schedule.stands_in else None,
                                answers=answers)
         result.notes += budgets.power_notes(balanced_rounds(prof.rounds, n), alpha_look,
-                                     len(scenarios))
+                                            len(scenarios), prof.test)
         first = _Series(labels=("candidate", *against), samples=samples,
                         decisions=result.decisions, first_round=0,
                         items={comp: _items(comp, scenarios) for comp in against},
@@ -187,7 +187,7 @@ class _Series:
 def _decide(series: _Series, result: LatencyResult, prof: Profile, look: int) -> None:
     """Every comparison of ``series`` after ``look`` (:func:`patchgate.latency.decide.look`:
     each test at the series' level); outcomes reached at an earlier look stand."""
-    level = decide.Level(prof.thresholds.latency, series.alpha)
+    level = decide.Level(prof.thresholds.latency, series.alpha, prof.test)
     for comp, items in series.items.items():
         diffs = decide.differences(series.samples["candidate"], series.samples[comp])
         series.decisions[comp] = decide.look(diffs, result.weights, level, look,

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from .. import registry
 from ..errors import PatchgateError
+from ..stats.paired_t import TESTS
 from .schema import BATCH_SIZES, PHASES, Lengths, Profile, repo_root, scenario_name
 
 FOLDER = "profiles"
@@ -39,6 +40,7 @@ CHOICES = {
     "guard": registry.names("guard"),
     "dtype": ("float32", "float16", "bfloat16"),
     "scenarios": registry.names("scenarios"),
+    "test": TESTS,
 }
 UNLIMITED = "unlimited"  # TOML has no null: an optional count (a concurrency) writes this
 PRIMARY_KEYS = ("metric", "filter")

@@ -123,6 +123,12 @@ class Profile:
     # on it, and nothing else is re-measured. Else every item found slower is measured,
     # at the other half. On a GPU one decode scenario costs a sixth of the calls.
     confirm_strongest: bool = False
+    # The test of every latency look (patchgate.stats.paired_t): "signed-rank" (no
+    # assumption on the noise's shape; n rounds reach p = 2^-n at best, so a look needs
+    # as many rounds as its level asks) or "t" (Student's t on the same log ratios: 3 or
+    # 4 rounds decide where a round's noise is small against the threshold). Its error
+    # rates are what `patchgate calibrate` measures on the profile.
+    test: str = "signed-rank"
     settle_s: float = 0.01  # pause before each timed call (patchgate.latency.measure)
     # A call into a transformers worker that has not answered after this long (a
     # patch that hangs) ends the run with an error; a call here takes seconds.

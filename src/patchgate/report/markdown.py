@@ -14,7 +14,6 @@ from .render import (
     ATTRIBUTION_HEADERS,
     FLIP_HEADERS,
     FLIPS_MARKDOWN,
-    LEGEND,
     SERVING_HEADERS,
     accuracy_lines,
     allowed_lines,
@@ -25,6 +24,7 @@ from .render import (
     flip_summary,
     headers,
     latency_lines,
+    legend,
     scenario_rows,
     serving_lines,
     serving_rows,
@@ -55,7 +55,7 @@ def render_markdown(verdict: dict) -> str:
     if verdict["scenarios"]:
         out.append(tabulate(scenario_rows(verdict), headers=headers(verdict),
                             tablefmt="github", disable_numparse=True))
-        out += ["", LEGEND, ""]
+        out += ["", legend(verdict), ""]
         out += [f"- {line}" for line in latency_lines(verdict)]
         out.append("")
     if serving_rows(verdict):

@@ -25,6 +25,13 @@ LEGEND = ("`+` slower, `-` faster (significant after Holm, beyond the threshold,
           "one-sided signed-rank p-value of \"slower\". Detectable: the smallest change "
           "this many rounds could have found (80 % power). A score change has the other "
           "sign: a higher score is faster.")
+LEGEND_T = LEGEND.replace("(Hodges-Lehmann; above 1 is slower)", "(the mean log ratio; above 1 is "
+                          "slower)").replace("signed-rank p-value", "paired t-test's p-value")
+
+
+def legend(verdict: dict) -> str:
+    """The table's legend, in the words of the test the run used (``latency.test``)."""
+    return LEGEND_T if (verdict.get("latency") or {}).get("test") == "t" else LEGEND
 
 
 def _ms(x: float | None) -> str:

@@ -85,7 +85,7 @@ class EnginePool:
 
     name = "ray-pool"
 
-    def __init__(self, profile, patches, label: str, actors: int,
+    def __init__(self, profile, patches, label: str, actors: int, *,
                  options: dict | None = None, say: Callable[[str], None] = lambda _: None,
                  share: float = 1.0):
         ray = ray_module()
@@ -258,7 +258,8 @@ def pools(address: str, actors: int | None = None, options: dict | None = None,
         share = 1.0
         if profile.device == "cuda":
             share = gpu_share(ray_module().cluster_resources().get("GPU", 0), count)
-        pool = EnginePool(profile, patches, label, count, options, say, share)
+        pool = EnginePool(profile, patches, label, count, options=options, say=say,
+                          share=share)
         made.append(pool)
         merged: dict[str, list[str]] = {}
         for p in made:

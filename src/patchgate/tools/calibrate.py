@@ -169,6 +169,8 @@ def _settings(prof) -> dict:
             out[key] = getattr(prof, key)
     if prof.confirm_strongest:
         out["confirm_strongest"] = True
+    if prof.test != "signed-rank":
+        out["test"] = prof.test
     if prof.repeats:
         out["repeats"] = dict(prof.repeats)
     return out

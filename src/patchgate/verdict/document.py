@@ -104,6 +104,7 @@ class Latency(TypedDict):
     confirm_rounds: int  # rounds a look in the fresh processes (0: no confirmation)
     confirm_alpha: float | None  # the level of each of their tests
     pairing: str
+    test: NotRequired[str]  # the test of every look: "signed-rank" or "t" (stats.paired_t)
     weights: dict[str, float]
     score: Pooled
     best: Pooled | None

@@ -105,7 +105,7 @@ def latency_block(lat: LatencyResult, profile: Profile) -> Latency:
     return {"threshold": profile.thresholds.latency, "alpha": profile.thresholds.alpha,
             "alpha_look": lat.alpha_look, "max_looks": lat.max_looks, "looks": lat.looks,
             "confirm_looks": lat.confirm_looks, "confirm_rounds": lat.confirm_rounds,
-            "confirm_alpha": lat.confirm_alpha, "pairing": "by round",
+            "confirm_alpha": lat.confirm_alpha, "pairing": "by round", "test": profile.test,
             "weights": lat.weights, "score": score, "best": pooled(lat, "best"),
             "noise": evidence.noise(lat), "alone": _alone(lat),
             "inputs": "fresh token ids every round (from the profile's seed), the same for "
