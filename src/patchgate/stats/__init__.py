@@ -5,6 +5,7 @@ Standard library only, no I/O. Anything that resamples takes ``seed`` and draws 
 
 - :mod:`.paired`: latency from paired rounds (signed-rank test, Hodges-Lehmann
   interval, three outcomes, Holm, the pooled score change): what the gate decides on;
+- :mod:`.paired_t`: the paired t-test a profile may choose instead (``test = "t"``);
 - :mod:`.core`: basics (standard errors, a t quantile), and the unpaired interval
   that calibration compares with the paired one;
 - :mod:`.accuracy`: per-item scores on the same items (McNemar, paired bootstrap);
