@@ -207,10 +207,18 @@ def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
 
     try:
         done = _run_jobs(plan, prof, jobs, said, reporter)
-    except BaseException:
-        if records or kept:
-            reporter.say(f"{len(kept) + len(records)} finished run(s) kept in {journal}; "
-                         "`patchgate calibrate --append` with the same settings adds them")
+    except BaseException as e:
+        n = len(kept) + len(records)
+        kept_line = (f"{n} finished run(s) kept in {journal}" if n else
+                     "no run had finished")
+        if isinstance(e, KeyboardInterrupt):
+            how = " by SIGTERM" if str(e) == "SIGTERM" else ""
+            raise PatchgateError(f"calibration interrupted{how}: {target} left as it was; "
+                                 f"{kept_line}", hint="`patchgate calibrate --append` with "
+                                 "the same settings adds the runs kept") from e
+        if n:
+            reporter.say(f"{kept_line}; `patchgate calibrate --append` with the same "
+                         "settings adds them")
         raise
     records = earlier + done  # in the interleaved order of the jobs, wherever they ran
     kinds = sorted({r["planted"] for r in records} - {0.0})
