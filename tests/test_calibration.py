@@ -160,12 +160,12 @@ def test_append_adds_to_a_calibration_of_the_same_settings_only(tmp_path):
                          "runs": [{"planted": 0.0, "rejected": False}]}
     path = tmp_path / "cal.json"
     path.write_text(json.dumps(doc))
-    assert calibration._previous(path, prof, env) == doc["runs"]
+    assert calibration._previous(path, prof, env) == (doc["runs"], [])
     with pytest.raises(PatchgateError, match="other settings"):
         calibration._previous(path, prof.with_overrides(rounds=99), env)
     with pytest.raises(PatchgateError, match="another environment"):
         calibration._previous(path, prof, env | {"cpu_model": "another CPU"})
-    assert calibration._previous(tmp_path / "none.json", prof, env) == []
+    assert calibration._previous(tmp_path / "none.json", prof, env) == ([], [])
 
 
 def test_stored_pairing_gain_on_committed_h200_samples(capsys):
@@ -231,9 +231,69 @@ def test_a_calibration_of_planted_runs_alone_leaves_the_aa_run_out(tmp_path, mon
     assert not (tmp_path / "none.json").exists()
 
 
+def test_a_cut_off_calibration_keeps_its_finished_runs_for_the_next_append(tmp_path,
+                                                                           monkeypatch):
+    """A calibration stopped in its second run (Ctrl-C, a device call's limit): the file
+    is left as it was, the first run is in the journal beside it; the next call with
+    --append adds it to its own runs, and the journal goes; the journal of other
+    settings is refused by name."""
+    from fakes import use_fake_engines
+
+    from patchgate.store import calibration_journal
+
+    use_fake_engines(monkeypatch)
+    prof = get_profile("default").with_overrides(rounds=8, warmup=0, max_looks=1,
+                                                 settle_s=0.0)
+    out = tmp_path / "cal.json"
+    journal = calibration_journal.path_of(out)
+    real, calls = calibration.run_job, []
+
+    def cut_off(*args, **kw):
+        calls.append(args)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kw)
+
+    monkeypatch.setattr(calibration, "run_job", cut_off)
+    with pytest.raises(PatchgateError, match=r"interrupted: .*cal\.json left as it was; "
+                       r"1 finished run\(s\) kept in .*cal\.json\.runs\.jsonl"):
+        calibration.calibrate(prof, tmp_path, calibration.Plan(
+            runs=1, slowdowns=(0.5,), out=out), _Silent())
+    assert not out.exists()
+    header, runs = calibration_journal.read(journal)
+    assert header["profile"] == "default" and [r["planted"] for r in runs] == [0.0]
+    with pytest.raises(PatchgateError, match=r"cal\.json\.runs\.jsonl: other settings"):
+        calibration.calibrate(prof.with_overrides(rounds=9), tmp_path, calibration.Plan(
+            runs=1, slowdowns=(0.5,), out=out, append=True), _Silent())
+    monkeypatch.setattr(calibration, "run_job", real)
+    doc = calibration.calibrate(prof, tmp_path, calibration.Plan(
+        runs=1, slowdowns=(0.5,), out=out, append=True), _Silent())
+    assert [r["planted"] for r in doc["runs"]] == [0.0, 0.0, 0.5]
+    assert json.loads(out.read_text())["runs"] == json.loads(json.dumps(doc["runs"]))
+    assert not journal.exists()
+
+
+def test_a_journal_cut_off_mid_line_loses_that_line_only(tmp_path):
+    from patchgate.store import calibration_journal
+
+    journal = tmp_path / "cal.json.runs.jsonl"
+    calibration_journal.start(journal, {"profile": "p"}, [{"run": 0}])
+    calibration_journal.add(journal, {"run": 1})
+    with journal.open("a") as f:
+        f.write('{"run": 2, "outc')  # the process killed mid-write
+    assert calibration_journal.read(journal) == ({"profile": "p"}, [{"run": 0}, {"run": 1}])
+    lines = journal.read_text().splitlines()
+    journal.write_text("\n".join([lines[0], "not json", *lines[1:]]) + "\n")
+    with pytest.raises(PatchgateError, match=r"runs\.jsonl: line 2 is not JSON"):
+        calibration_journal.read(journal)
+
+
 class _Silent:
+    def __init__(self):
+        self.lines = []
+
     def say(self, text):
-        pass
+        self.lines.append(text)
 
     def progress(self, total, desc):
         from patchgate.report.console import Silent

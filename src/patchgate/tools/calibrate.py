@@ -15,8 +15,10 @@ run does. The accuracy guard is not run: the planted patches do not change outpu
 Each configuration is compared with the unpatched model (two configurations per
 run; a real run with accepted patches has three).
 
-The result goes to ``baselines/<profile>/calibration.json`` (atomically, at the end;
-an interrupted calibration writes nothing). Reports quote it: "on this runner:
+The result goes to ``baselines/<profile>/calibration.json`` (atomically, at the end:
+an interrupted calibration leaves it as it was; each finished run is kept meanwhile in
+a journal beside it, :mod:`patchgate.store.calibration_journal`, which ``--append``
+takes up). Reports quote it: "on this runner:
 0/20 false alarms, 19/20 caught at 5 %". Each run also records the width of the
 paired interval of every scenario beside the unpaired one on the same samples
 (:func:`patchgate.stats.shift_interval`): the gain of pairing, measured.
@@ -38,19 +40,12 @@ from ..errors import PatchgateError
 from ..latency import decide, looks
 from ..latency.measure import balanced_rounds
 from ..patches import discover
-from ..store import baselines, environment
+from ..store import baselines, calibration_journal, environment
 from ..store.calibration import KIND, SCHEMA_VERSION, load
 from ..verdict import evidence
 from . import planted
+from .calibration_summary import kinds_of, label, outcome_of, summarize
 from .load import cpu_load
-
-
-def _kinds(slowdowns: list[float]) -> list[float]:
-    return [0.0, *slowdowns]
-
-
-def _label(fraction: float) -> str:
-    return "A/A" if fraction == 0 else f"{100 * fraction:g} %"
 
 
 def _patches(folder: Path, fraction: float, engine: str):
@@ -103,61 +98,6 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _outcome(run: dict) -> str:
-    """A run's outcome; runs of the first calibrations knew only rejected or not."""
-    return run.get("outcome") or (evidence.REJECTED if run["rejected"] else evidence.ACCEPTED)
-
-
-def _counts(mine: list[dict]) -> dict:
-    out = {"runs": len(mine)}
-    for what in (evidence.REJECTED, evidence.INCONCLUSIVE, evidence.ACCEPTED):
-        k = sum(_outcome(r) == what for r in mine)
-        r = stats.rate(k, len(mine))
-        out[what] = {"count": k, "rate": r.rate, "low": r.low, "high": r.high}
-    return out
-
-
-def summarize(runs: list[dict], slowdowns: list[float]) -> dict:
-    """Per condition (quiet, load) and kind: how many runs were rejected, inconclusive
-    and accepted, each with an exact 95 % interval; the A/A noise; wall time; the
-    pairing gain. ``kinds`` (the quiet condition's rejections) is kept for older readers."""
-    out: dict = {"conditions": {}, "noise": {}}
-    for cond in sorted({r.get("condition", "quiet") for r in runs}):
-        per: dict = {}
-        for fraction in _kinds(slowdowns):
-            mine = [r for r in runs if r["planted"] == fraction
-                    and r.get("condition", "quiet") == cond]
-            if mine:
-                per[_label(fraction)] = {"planted": fraction, **_counts(mine),
-                                         "median_score_ratio": stats.median(
-                                             [x["score_ratio"] for x in mine])}
-        out["conditions"][cond] = per
-        noises = [r["noise"] for r in runs if r["planted"] == 0 and r.get("noise")
-                  and r.get("condition", "quiet") == cond]
-        out["noise"][cond] = stats.median(noises) if noises else None
-    quiet = out["conditions"].get("quiet") or next(iter(out["conditions"].values()), {})
-    out["kinds"] = {label: {"planted": k["planted"], "rejected": k["rejected"]["count"],
-                            "runs": k["runs"], "rate": k["rejected"]["rate"],
-                            "low": k["rejected"]["low"], "high": k["rejected"]["high"],
-                            "median_score_ratio": k["median_score_ratio"]}
-                    for label, k in quiet.items()}
-    walls = [r["wall_s"] for r in runs]
-    out["wall_s_median"] = stats.median(walls) if walls else None
-    classes = sorted({r["node"]["class"] for r in runs if r.get("node")})
-    if len(classes) > 1:  # spread over nodes of several hardware classes: rates per class
-        out["classes"] = {c: summarize([r for r in runs if (r.get("node") or {}).get("class")
-                                        == c], slowdowns)["conditions"] for c in classes}
-    gains = {}
-    for name in (runs[0]["ci_widths"] if runs else {}):
-        ratios = [r["ci_widths"][name]["unpaired"] / r["ci_widths"][name]["paired"]
-                  for r in runs if r["ci_widths"][name]["paired"]
-                  and r["ci_widths"][name]["unpaired"] is not None]
-        if ratios:
-            gains[name] = stats.median(ratios)
-    out["unpaired_over_paired_ci_width"] = gains
-    return out
-
-
 def _settings(prof) -> dict:
     th = prof.thresholds
     out = {"rounds": prof.rounds, "max_looks": prof.max_looks, "threshold": th.latency,
@@ -176,23 +116,28 @@ def _settings(prof) -> dict:
     return out
 
 
-def _previous(target: Path, prof, env: dict) -> list[dict]:
-    """The runs of an earlier calibration to add to (``--append``): same profile,
-    settings and machine, or an error saying which differs."""
+def _previous(target: Path, prof, env: dict) -> tuple[list[dict], list[dict]]:
+    """The runs of an earlier calibration to add to (``--append``): those of the file
+    and those its journal kept from a calibration cut off before it wrote the file;
+    each of the same profile, settings and machine, or an error saying which differs."""
     doc = load(target)
-    if doc is None:
-        return []
+    journal = calibration_journal.read(calibration_journal.path_of(target))
     hint = f"calibrate without --append (replaces {target}), or with the same settings"
-    if doc["profile"] != prof.name:
-        raise PatchgateError(f"{target}: calibrated for profile {doc['profile']!r}", hint=hint)
-    if doc.get("settings") != _settings(prof):
-        raise PatchgateError(f"{target}: other settings {doc.get('settings')} than now "
-                             f"{_settings(prof)}", hint=hint)
-    differs = environment.same_environment(doc.get("environment") or {}, env)
-    if differs:
-        raise PatchgateError(f"{target}: measured in another environment ({', '.join(differs)})",
-                             hint=hint)
-    return list(doc.get("runs") or [])
+    for where, head in ((target, doc), (calibration_journal.path_of(target),
+                                        journal[0] if journal else None)):
+        if head is None:
+            continue
+        if head["profile"] != prof.name:
+            raise PatchgateError(f"{where}: calibrated for profile {head['profile']!r}",
+                                 hint=hint)
+        if head.get("settings") != _settings(prof):
+            raise PatchgateError(f"{where}: other settings {head.get('settings')} than now "
+                                 f"{_settings(prof)}", hint=hint)
+        differs = environment.same_environment(head.get("environment") or {}, env)
+        if differs:
+            raise PatchgateError(f"{where}: measured in another environment "
+                                 f"({', '.join(differs)})", hint=hint)
+    return list((doc or {}).get("runs") or []), journal[1] if journal else []
 
 
 @dataclass(frozen=True)
@@ -226,10 +171,20 @@ def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
     store = baselines.BaselineStore(baselines_dir, prof.name)
     target = out or store.calibration_path()
     env = environment.fingerprint(prof.engine, prof.device)
-    earlier = _previous(target, prof, env) if append else []
+    journal = calibration_journal.path_of(target)
+    stored, kept = _previous(target, prof, env) if append else ([], [])
+    if not append and journal.exists():
+        reporter.say(f"{journal}: the runs a cut-off calibration kept there are dropped "
+                     "(without --append this calibration replaces the file)")
+    calibration_journal.start(journal, {"profile": prof.name, "settings": _settings(prof),
+                                        "environment": env}, kept)
+    if kept:
+        reporter.say(f"{len(kept)} run(s) kept in {journal} by a cut-off calibration: "
+                     "added to this one")
+    earlier = stored + kept
     records: list[dict] = []
     t0 = time.perf_counter()
-    kinds = [f for f in _kinds(slowdowns) if plan.aa or f != 0.0]
+    kinds = [f for f in kinds_of(slowdowns) if plan.aa or f != 0.0]
     if not kinds:
         raise PatchgateError("--no-aa and no --slowdowns: nothing to run",
                              hint="e.g. --no-aa --slowdowns 0.05")
@@ -237,31 +192,34 @@ def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
             for c in plan.conditions for f in kinds]
 
     def said(n: int, rec: dict) -> None:
+        calibration_journal.add(journal, rec)
         records.append(rec)
         kind = [r for r in records if r["planted"] == rec["planted"]
                 and r["condition"] == rec["condition"]]
-        tally = ", ".join(f"{sum(_outcome(r) == w for r in kind)} {w}"
+        tally = ", ".join(f"{sum(outcome_of(r) == w for r in kind)} {w}"
                           for w in (evidence.REJECTED, evidence.INCONCLUSIVE,
                                     evidence.ACCEPTED))
         where = f" on {rec['node']['class']}" if rec.get("node") else ""
-        reporter.say(f"calibrate {len(records)}/{len(jobs)} {_label(rec['planted'])} "
+        reporter.say(f"calibrate {len(records)}/{len(jobs)} {label(rec['planted'])} "
                      f"{rec['condition']}: {rec['outcome']} (score ratio "
                      f"{rec['score_ratio']:.3f}, {rec['looks']} look(s), {rec['wall_s']:.0f} "
                      f"s{where}); so far {tally}")
 
-    if plan.ray:
-        from ..spread import cluster
-        from ..spread import runs as spread_runs
-
-        cluster.connect(plan.ray)
-        # planted runs are the long ones (a rejection measures again in fresh engines)
-        done = spread_runs.spread(run_job, jobs, engine=prof.engine, device=prof.device,
-                                  said=said, long=lambda job: job[1] != 0.0)
-    else:
-        done = []
-        for job in jobs:
-            done.append(run_job(*job, reporter=reporter))
-            said(len(done) - 1, done[-1])
+    try:
+        done = _run_jobs(plan, prof, jobs, said, reporter)
+    except BaseException as e:
+        n = len(kept) + len(records)
+        kept_line = (f"{n} finished run(s) kept in {journal}" if n else
+                     "no run had finished")
+        if isinstance(e, KeyboardInterrupt):
+            how = " by SIGTERM" if str(e) == "SIGTERM" else ""
+            raise PatchgateError(f"calibration interrupted{how}: {target} left as it was; "
+                                 f"{kept_line}", hint="`patchgate calibrate --append` with "
+                                 "the same settings adds the runs kept") from e
+        if n:
+            reporter.say(f"{kept_line}; `patchgate calibrate --append` with the same "
+                         "settings adds them")
+        raise
     records = earlier + done  # in the interleaved order of the jobs, wherever they ran
     kinds = sorted({r["planted"] for r in records} - {0.0})
     doc = {
@@ -276,7 +234,26 @@ def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
         "runs": records,
     }
     files.atomic_write_json(target, doc)
+    calibration_journal.end(journal)
     return doc
+
+
+def _run_jobs(plan: Plan, prof, jobs: list, said, reporter) -> list[dict]:
+    """Every job run, here one after another or over the Ray cluster's nodes; ``said``
+    hears of each as it ends. The runs in the jobs' order."""
+    if plan.ray:
+        from ..spread import cluster
+        from ..spread import runs as spread_runs
+
+        cluster.connect(plan.ray)
+        # planted runs are the long ones (a rejection measures again in fresh engines)
+        return spread_runs.spread(run_job, jobs, engine=prof.engine, device=prof.device,
+                                  said=said, long=lambda job: job[1] != 0.0)
+    done = []
+    for job in jobs:
+        done.append(run_job(*job, reporter=reporter))
+        said(len(done) - 1, done[-1])
+    return done
 
 
 def run_job(prof, fraction: float, cond: str, load: int, run: int, reporter=None) -> dict:
@@ -370,7 +347,8 @@ def handle(args) -> int:
     reporter.say(f"calibrating {profile.name}: {args.runs} runs x "
                  f"{len(slowdowns) + (not args.no_aa)} kind(s) "
                  f"x {len(conditions)} condition(s) ({', '.join(conditions)}), each the "
-                 "latency phase of a gate run; nothing is written until the end")
+                 "latency phase of a gate run; the file is written at the end, each "
+                 "finished run kept meanwhile in its journal (*.runs.jsonl)")
     plan = Plan(runs=args.runs, slowdowns=slowdowns, out=args.out, append=args.append,
                 load=args.load, conditions=conditions, ray=args.ray, aa=not args.no_aa)
     doc = calibrate(profile, args.baselines, plan, reporter)
