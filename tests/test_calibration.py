@@ -84,6 +84,10 @@ def test_reports_quote_the_measured_rates(tmp_path):
     text = render(_doc(KINDS))  # a first-version file: rejections only
     assert "| A/A       | 1/20 (0-25 %)    | -              | -" in text
     assert "decode_b1 1.40x" in text
+    assert "t-test" not in text.splitlines()[0]
+    doc = _doc(KINDS)
+    doc["settings"] = doc["settings"] | {"test": "t"}
+    assert render(doc).splitlines()[0].endswith("confirmation on, the paired t-test")
 
 
 def _counts(rejected, inconclusive, accepted, n=20):

@@ -19,7 +19,8 @@ def render(doc: dict) -> str:
     summary = doc["summary"]
     lines = [f"profile {doc['profile']}: {s['rounds']} rounds a look, up to {s['max_looks']} "
              f"looks, threshold {100 * s['threshold']:g} %, alpha {s['alpha']}, "
-             f"confirmation {'on' if s['confirm'] else 'off'}"]
+             f"confirmation {'on' if s['confirm'] else 'off'}"
+             + (", the paired t-test" if s.get("test") == "t" else "")]
     load = doc.get("load") or {}
     conditions = summary.get("conditions") or {"quiet": _v1(summary["kinds"])}
     for cond, kinds in conditions.items():
