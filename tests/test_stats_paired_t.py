@@ -116,3 +116,12 @@ def test_the_profile_key_takes_the_two_tests_and_names_any_other(tmp_path):
     path.write_text(text.format("welch"))
     with pytest.raises(PatchgateError, match=r"p\.toml.*test = 'welch' is not allowed"):
         profiles.get_profile(str(path))
+
+
+def test_the_report_legend_names_the_test_the_run_used():
+    from patchgate.report.render import LEGEND, legend
+
+    assert legend({"latency": {"test": "signed-rank"}}) == legend({}) == LEGEND
+    t = legend({"latency": {"test": "t"}})
+    assert "paired t-test's p-value" in t and "the mean log ratio" in t
+    assert "signed-rank" not in t and "Hodges-Lehmann" not in t

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from .. import stats
 from ..profile import Profile
+from ..stats import paired_t
 from . import decide
 
 
@@ -80,11 +81,11 @@ def strongest(decisions: Mapping[str, decide.Decision], threshold: float) -> str
 
 
 def power_notes(rounds: int, alpha_look: float, scenarios: int = 6,
-                test: str = "signed-rank") -> list[str]:
+                test: str = paired_t.SIGNED_RANK) -> list[str]:
     """Say so when a look has too few rounds for a scenario alone to reach its share of
     alpha: the signed-rank test's smallest p-value is 2^-rounds (the t-test has no such
     floor)."""
-    if test != decide.paired_t.SIGNED_RANK:
+    if test != paired_t.SIGNED_RANK:
         return []
     share = alpha_look * (1 - decide.SCORE_SHARE) / max(1, scenarios)
     need = decide.rounds_for(share)

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import PatchgateError
+from ..files import atomic_write_text
 
 SUFFIX = ".runs.jsonl"
 
@@ -30,22 +32,20 @@ def path_of(target: Path) -> Path:
     return target.with_name(target.name + SUFFIX)
 
 
-def start(journal: Path, header: dict, runs: list[dict] = ()) -> None:
-    """A new journal: ``header``, then ``runs`` (those carried over from an old one)."""
-    journal.parent.mkdir(parents=True, exist_ok=True)
-    tmp = journal.with_name(journal.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        for obj in (header, *runs):
-            f.write(json.dumps(obj, sort_keys=True) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, journal)
+def _line(obj: dict) -> str:
+    return json.dumps(obj, sort_keys=True) + "\n"
+
+
+def start(journal: Path, header: dict, runs: Sequence[dict] = ()) -> None:
+    """A new journal (atomically): ``header``, then ``runs`` (carried over from an old
+    one)."""
+    atomic_write_text(journal, "".join(_line(obj) for obj in (header, *runs)))
 
 
 def add(journal: Path, run: dict) -> None:
     """One finished run, appended and flushed to disk."""
     with journal.open("a", encoding="utf-8") as f:
-        f.write(json.dumps(run, sort_keys=True) + "\n")
+        f.write(_line(run))
         f.flush()
         os.fsync(f.fileno())
 

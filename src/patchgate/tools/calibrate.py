@@ -40,6 +40,7 @@ from ..errors import PatchgateError
 from ..latency import decide, looks
 from ..latency.measure import balanced_rounds
 from ..patches import discover
+from ..stats import paired_t
 from ..store import baselines, calibration_journal, environment
 from ..store.calibration import KIND, SCHEMA_VERSION, load
 from ..verdict import evidence
@@ -109,7 +110,7 @@ def _settings(prof) -> dict:
             out[key] = getattr(prof, key)
     if prof.confirm_strongest:
         out["confirm_strongest"] = True
-    if prof.test != "signed-rank":
+    if prof.test != paired_t.SIGNED_RANK:
         out["test"] = prof.test
     if prof.repeats:
         out["repeats"] = dict(prof.repeats)
@@ -121,10 +122,10 @@ def _previous(target: Path, prof, env: dict) -> tuple[list[dict], list[dict]]:
     and those its journal kept from a calibration cut off before it wrote the file;
     each of the same profile, settings and machine, or an error saying which differs."""
     doc = load(target)
-    journal = calibration_journal.read(calibration_journal.path_of(target))
+    journal_path = calibration_journal.path_of(target)
+    journal = calibration_journal.read(journal_path)
     hint = f"calibrate without --append (replaces {target}), or with the same settings"
-    for where, head in ((target, doc), (calibration_journal.path_of(target),
-                                        journal[0] if journal else None)):
+    for where, head in ((target, doc), (journal_path, journal[0] if journal else None)):
         if head is None:
             continue
         if head["profile"] != prof.name:
