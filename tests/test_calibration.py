@@ -58,6 +58,68 @@ def test_the_planted_slowdown_slows_a_forward_pass_by_its_fraction():
     assert 0.030 <= took < 0.0301  # 20 ms of the pass + 10 ms of waiting (+ the readings)
 
 
+def _sglang_layers(hidden: int, inter: int, qkv: int, layers: int = 2):
+    """A model shaped like SGLang's Llama-family ones: model.model.layers[i].mlp with a
+    merged gate/up weight, and the attention's weights beside it."""
+    torch = pytest.importorskip("torch")
+
+    class MLP(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gate_up_proj = torch.nn.Linear(hidden, 2 * inter, bias=False)
+            self.down_proj = torch.nn.Linear(inter, hidden, bias=False)
+
+        def forward(self, x):  # matmuls, so that F.linear calls are the patch's
+            gate, up = (x @ self.gate_up_proj.weight.T).chunk(2, dim=-1)
+            return (torch.nn.functional.silu(gate) * up) @ self.down_proj.weight.T
+
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv_proj = torch.nn.Linear(hidden, qkv, bias=False)
+            self.o_proj = torch.nn.Linear(hidden, hidden, bias=False)
+            self.norm = torch.nn.Parameter(torch.ones(hidden))  # 1-dim: not counted
+            self.mlp = MLP()
+
+    model = torch.nn.Module()
+    model.model = torch.nn.Module()
+    model.model.layers = torch.nn.ModuleList(Layer() for _ in range(layers))
+    return model
+
+
+@pytest.mark.parametrize(("fraction", "rows"), [(0.05, 128), (0.02, 64), (0.5, 1536)])
+def test_the_planted_gpu_slowdown_adds_an_aligned_product_and_keeps_the_answers(
+        fraction, rows, monkeypatch):
+    """The default model's shape (hidden 256, 3,072 weight rows of 256 a layer): the
+    extra product's rows are f of them rounded to 128 (8 below 128), never more than
+    the gate/up weight has; the MLP's output is unchanged, and the product is computed
+    on every call."""
+    torch = pytest.importorskip("torch")
+    model = _sglang_layers(hidden=256, inter=768, qkv=512)
+    ns: dict = {}
+    exec(planted._SLOW_SGLANG.format(percent=f"{100 * fraction:g}", fraction=fraction), ns)
+    x = torch.randn(3, 256)
+    before = [layer.mlp(x) for layer in model.model.layers]
+    ns["apply"](model)
+    seen = []
+    linear = torch.nn.functional.linear
+    monkeypatch.setattr(torch.nn.functional, "linear",
+                        lambda a, w, *rest: seen.append(tuple(w.shape)) or linear(a, w, *rest))
+    for layer, want in zip(model.model.layers, before):
+        assert torch.equal(layer.mlp.forward(x), want)
+    assert seen == [(rows, 256)] * 2
+
+
+def test_planted_gpu_rows_are_aligned_on_the_8b_shape():
+    """MiniCPM4-8B's layer (4,096 wide; 57,856 weight rows of 4,096): 5 % is 2,893 rows
+    unrounded, an unaligned GEMM (docs/gpu-runs/2026-12-07c/planted-gemm.json)."""
+    ns: dict = {}
+    exec(planted._SLOW_SGLANG.format(percent="5", fraction=0.05), ns)
+    assert ns["rows_for"](0.05 * 57856, 32768) == 2944
+    assert ns["rows_for"](0.02 * 57856, 32768) == 1152
+    assert ns["rows_for"](3.0, 4096) == 8 and ns["rows_for"](900.0, 256) == 256
+
+
 def _doc(kinds: dict) -> dict:
     return {"schema_version": 1, "kind": calibration.KIND, "profile": "default",
             "created": "2026-12-05T00:00:00+00:00", "environment": {"cpu": "x"},

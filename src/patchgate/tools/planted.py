@@ -12,8 +12,14 @@ as a user's patch.
   replayed, so each decoder layer's MLP also multiplies its input by a slice of its
   own gate/up weight, sized to f of the layer's linear weights (about f: memory-bound
   decode reads f more weight bytes, compute-bound prefill does f more matmul work;
-  attention and the LM head are not scaled). Calibration reports the slowdown each
-  run actually measured beside the planted one.
+  attention and the LM head are not scaled). The slice's row count is rounded to a
+  multiple of 128 (of 8 below 128 rows): a product whose width is not a multiple of 8
+  runs on slower GEMM kernels, and an unrounded 5 % (2,893 rows on the MiniCPM4-8B
+  shape) cost 36 % of a layer's linear time in a 2,048-token prefill on an H100, 5 %
+  rounded (docs/gpu-runs/2026-12-07c/planted-gemm.json). The product is kept alive by
+  adding 0 x its first column into the output's first column (one tiny kernel; a sum
+  over the whole output was 2 % of the layer's time). Calibration reports the
+  slowdown each run actually measured beside the planted one.
 """
 
 from __future__ import annotations
@@ -58,8 +64,10 @@ def apply(model):
 _SLOW_SGLANG = '''"""Planted by patchgate calibrate: about {percent} % more work in every layer.
 
 Each decoder layer's MLP also multiplies its input by a slice of its own gate/up
-weight, sized to {fraction} of the layer's linear weights; the product is discarded.
-Runs on the GPU, so CUDA graphs capture it.
+weight, sized to {fraction} of the layer's linear weights in rows rounded to a
+multiple of 128 (of 8 below 128: unaligned widths run on slower GEMM kernels); 0 x
+the product's first column is added into the output's first column, so the product
+stays in the computation. Runs on the GPU, so CUDA graphs capture it.
 """
 
 import torch
@@ -68,18 +76,26 @@ ENGINES = ("sglang",)
 FRACTION = {fraction!r}
 
 
+def rows_for(exact, limit):
+    """The slice's row count: ``exact`` rounded to a multiple of 128 (of 8 below 128),
+    at least one such multiple, at most ``limit``."""
+    align = 128 if exact >= 128 else 8
+    return min(limit, align * max(1, round(exact / align)))
+
+
 def apply(model):
     for layer in model.model.layers:
         mlp = layer.mlp
         weight = mlp.gate_up_proj.weight
         total = sum(p.numel() for p in layer.parameters() if p.dim() == 2)
-        rows = max(1, min(weight.shape[0], round(FRACTION * total / weight.shape[1])))
+        rows = rows_for(FRACTION * total / weight.shape[1], weight.shape[0])
         forward = mlp.forward
 
         def slow_forward(x, forward=forward, w=weight[:rows]):
             out = forward(x)
             extra = torch.nn.functional.linear(x, w)
-            return out + 0 * extra[..., :1]
+            out[..., :1].add_(extra[..., :1], alpha=0)
+            return out
 
         mlp.forward = slow_forward
 '''
