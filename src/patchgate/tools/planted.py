@@ -15,10 +15,10 @@ as a user's patch.
   attention and the LM head are not scaled). The slice's row count is rounded to a
   multiple of 128 (of 8 below 128 rows): a product whose width is not a multiple of 8
   runs on slower GEMM kernels, and an unrounded 5 % (2,893 rows on the MiniCPM4-8B
-  shape) cost 36 % of a layer's linear time in a 2,048-token prefill on an H100, 5.5 %
-  rounded, its tail included (docs/gpu-runs/2026-12-07c/planted-gemm.json). The product is kept alive by
-  adding 0 x its first column into the output's first column (one tiny kernel; a sum
-  over the whole output was 2 % of the layer's time). Calibration reports the
+  shape) cost 36 % of a layer's linear time in a 2,048-token prefill on an H100,
+  5.5 % rounded, its tail included (docs/gpu-runs/2026-12-07c/planted-gemm.json).
+  The product is kept alive by adding 0 x its first column into the output's first
+  column (one tiny kernel; a sum over the whole output was 2 % of the layer's time). Calibration reports the
   slowdown each run actually measured beside the planted one.
 """
 
