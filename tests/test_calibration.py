@@ -105,7 +105,7 @@ def test_the_planted_gpu_slowdown_adds_an_aligned_product_and_keeps_the_answers(
     linear = torch.nn.functional.linear
     monkeypatch.setattr(torch.nn.functional, "linear",
                         lambda a, w, *rest: seen.append(tuple(w.shape)) or linear(a, w, *rest))
-    for layer, want in zip(model.model.layers, before):
+    for layer, want in zip(model.model.layers, before, strict=True):
         assert torch.equal(layer.mlp.forward(x), want)
     assert seen == [(rows, 256)] * 2
 

@@ -18,8 +18,8 @@ as a user's patch.
   shape) cost 36 % of a layer's linear time in a 2,048-token prefill on an H100,
   5.5 % rounded, its tail included (docs/gpu-runs/2026-12-07c/planted-gemm.json).
   The product is kept alive by adding 0 x its first column into the output's first
-  column (one tiny kernel; a sum over the whole output was 2 % of the layer's time). Calibration reports the
-  slowdown each run actually measured beside the planted one.
+  column (one tiny kernel; a sum over the whole output was 2 % of the layer's time).
+  Calibration reports the slowdown each run actually measured beside the planted one.
 """
 
 from __future__ import annotations
