@@ -246,6 +246,40 @@ def test_confirm_strongest_reaches_the_verdict_as_a_confirmed_rejection(tmp_path
     assert "the rejection stands on it" in note and "score slower in the first" in note
 
 
+def _recomputed(samples: dict, a: float, test: str = "signed-rank"):
+    from patchgate.latency import decide
+    from patchgate.stats import paired_t
+
+    diffs = decide.differences({"x": samples["candidate"]}, {"x": samples["current"]})["x"]
+    return paired_t.compare(diffs, a, test)
+
+
+def test_the_verdict_carries_the_seconds_its_rows_were_decided_on(tmp_path, monkeypatch,
+                                                                 reporter):
+    """Every row's ``samples_s`` (candidate and current, paired by round) and the fresh
+    processes' (``confirmation.samples_s``) give back the row's ratio, interval and p
+    with the statistics alone: the verdict file is enough to check it."""
+    from patchgate.verdict import judge
+
+    use_fake_engines(monkeypatch)
+    with configurations(tmp_path, "0001-slow-20.py", STRONGEST) as configs:
+        configs.start()
+        result = looks.run(configs, STRONGEST, reporter)
+    rows = judge.rows(result)
+    for row in rows:
+        got = row["samples_s"]
+        assert len(got["candidate"]) == len(got["current"]) == row["rounds"]
+        c = _recomputed(got, row["alpha"])
+        assert (c.ratio, c.ci_low, c.ci_high, c.p_slower) == pytest.approx(
+            (row["ratio"], row["ci_low"], row["ci_high"], row["p_value"]))
+    (row,) = [r for r in rows if r["confirmation"]]
+    again = row["confirmation"]
+    assert len(again["samples_s"]["candidate"]) == again["rounds"] == 6
+    c = _recomputed(again["samples_s"], result.alone.alpha)
+    assert (c.ratio, c.p_slower) == pytest.approx((again["ratio"], again["p_value"]))
+    assert judge.latency_block(result, STRONGEST)["score"]["confirmation"] is None
+
+
 def test_confirm_strongest_measures_every_item_when_the_one_is_not_slower_again(
         tmp_path, monkeypatch, reporter):
     """The first candidate process alone is 20 % slower (a process effect): the scenario

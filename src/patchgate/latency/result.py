@@ -102,6 +102,19 @@ class LatencyResult:
             return self.alone.decision
         return d
 
+    def again_samples(self, comparison: str, item: str) -> dict[str, list[float]] | None:
+        """The fresh processes' seconds of scenario ``item`` for the candidate and
+        ``comparison``, paired by round (those :meth:`again` decided on); None where
+        they did not measure it."""
+        if self.again(comparison, item) is None:
+            return None
+        fresh = self.confirmation.get(comparison, {}).get(item)
+        samples = self.confirm_samples if fresh is not None else self.alone.samples
+        if item not in samples.get("candidate", {}):
+            return None  # the pooled score: derived from the scenarios, no seconds of its own
+        return {"candidate": list(samples["candidate"][item]),
+                comparison: list(samples[comparison][item])}
+
     def not_remeasured(self) -> list[str]:
         """Items found slower in the first processes that the fresh ones did not measure,
         the rejection standing on :attr:`alone`."""

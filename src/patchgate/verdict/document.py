@@ -34,8 +34,9 @@ REQUIRED = ("schema_version", "verdict", "reasons", "scenarios")
 HINT = "pass a file written by `patchgate guard --json`"
 
 
-class Confirmation(TypedDict):
-    """An item found slower, measured again in fresh engine processes."""
+class Confirmation(TypedDict, total=False):
+    """An item found slower, measured again in fresh engine processes; for a scenario,
+    ``samples_s``: the seconds of each round there, per configuration, paired by index."""
 
     ratio: float
     ci_low: float
@@ -43,15 +44,20 @@ class Confirmation(TypedDict):
     p_value: float
     outcome: str
     rounds: int
+    samples_s: dict[str, list[float]]
 
 
 class Row(TypedDict, total=False):
     """One scenario. ``ratio`` (candidate / current, > 1 slower) is the Hodges-Lehmann
-    estimate from paired rounds, with its ``ci_low``..``ci_high`` interval at level
-    1 - 2 ``alpha``; ``p_value`` is the one-sided signed-rank p for "slower".
+    estimate from paired rounds (with the t-test: the mean log ratio's), with its
+    ``ci_low``..``ci_high`` interval at level
+    1 - 2 ``alpha``; ``p_value`` is the one-sided p for "slower" of the profile's test
+    (``latency.test``: signed-rank, or the paired t-test).
     ``outcome``: slower | faster | equivalent | undecided (the final one: a slowdown
     that fresh processes do not repeat is undecided). ``detectable``: the smallest
-    change this row could have detected."""
+    change this row could have detected. ``samples_s``: the seconds of every round,
+    candidate and current baseline, paired by index (with ``repeats``, a round's
+    sample is the mean of its calls): every number of the row can be recomputed."""
 
     name: str
     phase: str
@@ -73,6 +79,7 @@ class Row(TypedDict, total=False):
     detectable: float
     rounds: int
     looks: int
+    samples_s: dict[str, list[float]]
     confirmation: Confirmation | None
 
 

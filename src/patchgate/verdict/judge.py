@@ -46,8 +46,13 @@ def _confirmation(lat: LatencyResult, comp: str, item: str) -> Confirmation | No
     if d is None:
         return None
     c = d.comparison
-    return {"ratio": c.ratio, "ci_low": _num(c.ci_low), "ci_high": _num(c.ci_high),
-            "p_value": c.p_slower, "outcome": d.outcome, "rounds": c.n}
+    out: Confirmation = {"ratio": c.ratio, "ci_low": _num(c.ci_low),
+                         "ci_high": _num(c.ci_high), "p_value": c.p_slower,
+                         "outcome": d.outcome, "rounds": c.n}
+    samples = lat.again_samples(comp, item)
+    if samples is not None:
+        out["samples_s"] = samples
+    return out
 
 
 def _alone(lat: LatencyResult) -> dict | None:
@@ -82,6 +87,8 @@ def rows(lat: LatencyResult) -> list[Row]:
             "mark": MARKS[final], "regressed": final == stats.SLOWER,
             "improved": final == stats.FASTER, "detectable": _num(c.detectable),
             "rounds": len(cand), "looks": d.look,
+            "samples_s": {"candidate": list(cand),
+                          "current": list(lat.samples["current"][s.name])},
             "confirmation": _confirmation(lat, "current", s.name)})
     return out
 
