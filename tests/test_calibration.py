@@ -339,6 +339,62 @@ def test_a_cut_off_calibration_keeps_its_finished_runs_for_the_next_append(tmp_p
     assert not journal.exists()
 
 
+def test_a_time_limit_starts_only_the_runs_that_fit_and_writes_those(tmp_path,
+                                                                     monkeypatch):
+    """On a clock of its own: an A/A run takes 100 s, a planted one 200 s; with 450 s
+    the first A/A run starts (nothing known yet), the planted one fits by the A/A's
+    100 s, the second A/A by its kind's 100 s, and nothing after (50 s left): the file
+    holds those three, and the runs left out are named."""
+    from fakes import use_fake_engines
+
+    use_fake_engines(monkeypatch)
+    prof = get_profile("default").with_overrides(rounds=8, warmup=0, max_looks=1,
+                                                 settle_s=0.0)
+
+    class Clock:
+        t = 1000.0
+
+        def perf_counter(self):
+            return self.t
+
+    clock = Clock()
+    monkeypatch.setattr(calibration, "time", clock)
+    real = calibration.run_job
+
+    def timed(*args, **kw):
+        rec = real(*args, **kw)
+        took = 200.0 if args[1] else 100.0
+        clock.t += took
+        return rec | {"wall_s": took}
+
+    monkeypatch.setattr(calibration, "run_job", timed)
+    say = _Silent()
+    out = tmp_path / "cal.json"
+    doc = calibration.calibrate(prof, tmp_path, calibration.Plan(
+        runs=3, slowdowns=(0.5,), out=out, time_limit=450), say)
+    assert [r["planted"] for r in doc["runs"]] == [0.0, 0.5, 0.0]
+    assert json.loads(out.read_text())["runs"] == json.loads(json.dumps(doc["runs"]))
+    skipped = [x for x in say.lines if x.startswith("not starting")]
+    assert skipped == ["not starting 50 % quiet run 2: 50 s left of --time-limit, a run of "
+                       "its kind took 200 s",
+                       "not starting A/A quiet run 3: 50 s left of --time-limit, a run of "
+                       "its kind took 100 s",
+                       "not starting 50 % quiet run 3: 50 s left of --time-limit, a run of "
+                       "its kind took 200 s"]
+    assert any(x.startswith("3 of 6 run(s) not started") for x in say.lines)
+    assert calibration.expected_s(0.5, "load", doc["runs"]) == 200.0  # any kind's longest
+    assert calibration.expected_s(0.5, "quiet", []) is None
+    with pytest.raises(PatchgateError, match="not with --ray"):
+        calibration.calibrate(prof, tmp_path, calibration.Plan(
+            runs=1, slowdowns=(), out=tmp_path / "r.json", ray="auto", time_limit=9), say)
+    assert not list(tmp_path.glob("r.json*"))  # nothing written, no journal begun
+
+
+def test_calibrate_refuses_a_time_limit_that_is_not_positive(capsys):
+    assert main(["calibrate", "--time-limit", "0"]) == EXIT_ERROR
+    assert "ERROR --time-limit 0: must be a positive" in capsys.readouterr().err
+
+
 def test_a_journal_cut_off_mid_line_loses_that_line_only(tmp_path):
     from patchgate.store import calibration_journal
 

@@ -157,6 +157,19 @@ class Plan:
     conditions: tuple[str, ...] = ("quiet",)
     ray: str | None = None  # a Ray cluster's address: the runs spread over its nodes
     aa: bool = True  # A/A runs beside the planted ones (False: planted runs only)
+    # seconds from the start: no run is started that would end after them (by the
+    # longest finished run of its kind, :func:`expected_s`); None: no limit
+    time_limit: float | None = None
+
+
+def expected_s(fraction: float, cond: str, finished: list[dict]) -> float | None:
+    """How long a run of planted ``fraction`` under ``cond`` is expected to take: the
+    longest finished run of that kind (a planted run confirms in fresh engines, an A/A
+    run seldom does), else the longest of any kind; None when none has finished."""
+    same = [r["wall_s"] for r in finished
+            if r["planted"] == fraction and r["condition"] == cond]
+    known = same or [r["wall_s"] for r in finished]
+    return max(known) if known else None
 
 
 def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
@@ -166,6 +179,9 @@ def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
     runs, slowdowns, out, append = plan.runs, list(plan.slowdowns), plan.out, plan.append
     if runs < 1:
         raise PatchgateError("--runs must be at least 1", hint="20 gives a useful interval")
+    if plan.time_limit is not None and plan.ray:
+        raise PatchgateError("--time-limit applies to runs on this machine, not with --ray",
+                             hint="leave out one of them")
     if any(not 0 < f < 1 for f in slowdowns):
         raise PatchgateError(f"slowdowns must be fractions in (0, 1), got {slowdowns}",
                              hint="e.g. --slowdowns 0.02,0.05,0.1")
@@ -206,8 +222,10 @@ def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
                      f"{rec['score_ratio']:.3f}, {rec['looks']} look(s), {rec['wall_s']:.0f} "
                      f"s{where}); so far {tally}")
 
+    deadline = None if plan.time_limit is None else t0 + plan.time_limit
     try:
-        done = _run_jobs(plan, prof, jobs, said, reporter)
+        done = _run_jobs(plan, prof, jobs, said, reporter,
+                         deadline=deadline, finished=earlier)
     except BaseException as e:
         n = len(kept) + len(records)
         kept_line = (f"{n} finished run(s) kept in {journal}" if n else
@@ -221,6 +239,13 @@ def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
             reporter.say(f"{kept_line}; `patchgate calibrate --append` with the same "
                          "settings adds them")
         raise
+    if len(done) < len(jobs):
+        reporter.say(f"{len(jobs) - len(done)} of {len(jobs)} run(s) not started: they "
+                     f"would have ended after --time-limit {plan.time_limit:g} s "
+                     "(`--append` adds them later)")
+    if not earlier and not done:
+        raise PatchgateError(f"no run fits in --time-limit {plan.time_limit:g} s: "
+                             f"{target} not written", hint="allow more time")
     records = earlier + done  # in the interleaved order of the jobs, wherever they ran
     kinds = sorted({r["planted"] for r in records} - {0.0})
     doc = {
@@ -239,9 +264,13 @@ def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
     return doc
 
 
-def _run_jobs(plan: Plan, prof, jobs: list, said, reporter) -> list[dict]:
+def _run_jobs(plan: Plan, prof, jobs: list, said, reporter, deadline: float | None = None,
+              finished: list[dict] = ()) -> list[dict]:
     """Every job run, here one after another or over the Ray cluster's nodes; ``said``
-    hears of each as it ends. The runs in the jobs' order."""
+    hears of each as it ends. The runs in the jobs' order. Here, with a ``deadline``
+    (a ``time.perf_counter`` value), a job that would end after it is left out: by
+    :func:`expected_s` over the ``finished`` runs and those done here; while none has
+    finished, the first job runs."""
     if plan.ray:
         from ..spread import cluster
         from ..spread import runs as spread_runs
@@ -250,8 +279,16 @@ def _run_jobs(plan: Plan, prof, jobs: list, said, reporter) -> list[dict]:
         # planted runs are the long ones (a rejection measures again in fresh engines)
         return spread_runs.spread(run_job, jobs, engine=prof.engine, device=prof.device,
                                   said=said, long=lambda job: job[1] != 0.0)
-    done = []
+    done: list[dict] = []
     for job in jobs:
+        if deadline is not None:
+            need = expected_s(job[1], job[2], [*finished, *done])
+            left = deadline - time.perf_counter()
+            if need is not None and need > left:
+                reporter.say(f"not starting {label(job[1])} {job[2]} run {job[4] + 1}: "
+                             f"{left:.0f} s left of --time-limit, a run of its kind "
+                             f"took {need:.0f} s")
+                continue
         done.append(run_job(*job, reporter=reporter))
         said(len(done) - 1, done[-1])
     return done
@@ -316,6 +353,11 @@ def add_command(sub, root: Path) -> None:
                    help="spread the runs over a Ray cluster's nodes, one run per node at a "
                    "time (`auto`: the cluster this machine belongs to); each run records "
                    "its node and hardware class (pip install -e .[ray])")
+    c.add_argument("--time-limit", type=float, metavar="SECONDS",
+                   help="start no run that would end more than SECONDS after the start "
+                   "(by the longest finished run of its kind, here or in the file and "
+                   "journal with --append); the file gets the runs that ran. For a "
+                   "device call or CI job of fixed length")
     c.add_argument("--quiet", action="store_true", help="no progress bars or lines")
     c.set_defaults(handler=handle)
 
@@ -339,6 +381,9 @@ def handle(args) -> int:
     except ValueError:
         raise PatchgateError(f"--slowdowns {args.slowdowns!r}: not comma-separated numbers",
                              hint="e.g. --slowdowns 0.02,0.05,0.1") from None
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise PatchgateError(f"--time-limit {args.time_limit:g}: must be a positive number "
+                             "of seconds", hint="e.g. --time-limit 560 for a 10-minute call")
     which = args.conditions or ("both" if args.load else "quiet")
     conditions = ("quiet", "load") if which == "both" else (which,)
     if "load" in conditions and args.load < 1:
@@ -351,7 +396,8 @@ def handle(args) -> int:
                  "latency phase of a gate run; the file is written at the end, each "
                  "finished run kept meanwhile in its journal (*.runs.jsonl)")
     plan = Plan(runs=args.runs, slowdowns=slowdowns, out=args.out, append=args.append,
-                load=args.load, conditions=conditions, ray=args.ray, aa=not args.no_aa)
+                load=args.load, conditions=conditions, ray=args.ray, aa=not args.no_aa,
+                time_limit=args.time_limit)
     doc = calibrate(profile, args.baselines, plan, reporter)
     print(render(doc))
     return 0
