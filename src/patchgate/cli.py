@@ -24,7 +24,9 @@ from .errors import (
     EXIT_ERROR,
     EXIT_INCONCLUSIVE,
     EXIT_REJECTED,
+    SIGTERM,
     PatchgateError,
+    interrupted_by,
 )
 from .profile import available, get_profile, repo_root
 from .profile import commands as profile_commands
@@ -192,9 +194,8 @@ def _main(args) -> int:
                      f"{NOTHING_WRITTEN}",
                      "the traceback above says where; report it if the input looks right")
     except KeyboardInterrupt as e:
-        how = " by SIGTERM" if str(e) == "SIGTERM" else ""
-        return _fail(args, f"interrupted{how} during {_step(reporter)}; {NOTHING_WRITTEN}",
-                     "run the command again to get a verdict")
+        return _fail(args, f"interrupted{interrupted_by(e)} during {_step(reporter)}; "
+                     f"{NOTHING_WRITTEN}", "run the command again to get a verdict")
 
 
 @contextlib.contextmanager
@@ -207,7 +208,7 @@ def _sigterm_interrupts():
         return
 
     def interrupt(signum, frame):
-        raise KeyboardInterrupt("SIGTERM")
+        raise KeyboardInterrupt(SIGTERM)
 
     old = signal.signal(signal.SIGTERM, interrupt)
     try:

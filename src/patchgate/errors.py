@@ -25,3 +25,12 @@ class PatchgateError(Exception):
 
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message} (hint: {self.hint})"
+
+
+SIGTERM = "SIGTERM"  # the KeyboardInterrupt's text when the CLI's SIGTERM handler raised it
+
+
+def interrupted_by(e: KeyboardInterrupt) -> str:
+    """The words after "interrupted" in an error message: " by SIGTERM" where the CLI's
+    SIGTERM handler raised ``e`` (a CI runner's cancel), nothing for Ctrl-C."""
+    return " by SIGTERM" if str(e) == SIGTERM else ""

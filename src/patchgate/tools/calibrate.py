@@ -36,7 +36,7 @@ from pathlib import Path
 
 from .. import files, stats
 from ..engines.configurations import Configurations
-from ..errors import PatchgateError
+from ..errors import PatchgateError, interrupted_by
 from ..latency import decide, looks
 from ..latency.measure import balanced_rounds
 from ..patches import discover
@@ -231,10 +231,10 @@ def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
         kept_line = (f"{n} finished run(s) kept in {journal}" if n else
                      "no run had finished")
         if isinstance(e, KeyboardInterrupt):
-            how = " by SIGTERM" if str(e) == "SIGTERM" else ""
-            raise PatchgateError(f"calibration interrupted{how}: {target} left as it was; "
-                                 f"{kept_line}", hint="`patchgate calibrate --append` with "
-                                 "the same settings adds the runs kept") from e
+            raise PatchgateError(f"calibration interrupted{interrupted_by(e)}: {target} "
+                                 f"left as it was; {kept_line}",
+                                 hint="`patchgate calibrate --append` with the same "
+                                 "settings adds the runs kept") from e
         if n:
             reporter.say(f"{kept_line}; `patchgate calibrate --append` with the same "
                          "settings adds them")
