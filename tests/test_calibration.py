@@ -152,6 +152,28 @@ def test_reports_quote_the_measured_rates(tmp_path):
     assert render(doc).splitlines()[0].endswith("confirmation on, the paired t-test")
 
 
+def test_a_planted_kind_that_measured_another_size_is_quoted_with_it(tmp_path):
+    """A planted "5 %" that measured +21.7 % (the GPU's unaligned product, 2026-12-07):
+    its catch rate is quoted with the size it measured; one within a factor of 2 of its
+    planted size, and A/A runs, are not."""
+    from patchgate.store.calibration import measured_apart
+
+    kinds = {"A/A": KINDS["A/A"], "5 %": {**KINDS["10 %"], "planted": 0.05,
+                                          "median_score_ratio": 1.217},
+             "10 %": KINDS["10 %"]}
+    store = BaselineStore(tmp_path, "default")
+    store.calibration_path().parent.mkdir()
+    store.calibration_path().write_text(json.dumps(_doc(kinds)))
+    assert cal_file.quote(store)["text"] == ("1/20 false alarms; 19/20 caught at 5 % "
+                                             "(measured +21.7 %); 19/20 caught at 10 %")
+    (note,) = [x for x in render(_doc(kinds)).splitlines() if x.startswith("note:")]
+    assert note.startswith("note: the planted 5 % measured +21.7 % (quiet")
+    assert measured_apart({"planted": 0.02, "median_score_ratio": 1.011}) is None
+    assert measured_apart({"planted": 0.02, "median_score_ratio": 1.009}) == \
+        pytest.approx(0.009)
+    assert measured_apart({"planted": 0.0, "median_score_ratio": 1.5}) is None
+
+
 def _counts(rejected, inconclusive, accepted, n=20):
     def one(k):
         return {"count": k, "rate": k / n, "low": 0.0, "high": 0.2}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
+from ..store.calibration import measured_apart
+
 
 def _cell(k: dict, what: str) -> str:
     c = k.get(what)
@@ -35,6 +37,13 @@ def render(doc: dict) -> str:
                   tabulate(rows, headers=["planted", "rejected", "inconclusive", "accepted",
                                           "median score ratio"], tablefmt="github",
                            disable_numparse=True)]
+    for cond, kinds in conditions.items():
+        for label, k in sorted(kinds.items(), key=lambda kv: kv[1]["planted"]):
+            apart = measured_apart(k)
+            if apart is not None:
+                lines.append(f"note: the planted {label} measured {100 * apart:+.1f} % "
+                             f"({cond}, median score ratio): its catch rate is that of "
+                             "the size measured")
     gains = summary.get("unpaired_over_paired_ci_width") or {}
     if gains:
         lines.append("unpaired / paired CI width (median over runs): " + ", ".join(

@@ -40,6 +40,17 @@ def _count(k: dict, what: str) -> int | None:
     return c.get("count") if isinstance(c, dict) else (c if what == "rejected" else None)
 
 
+def measured_apart(k: dict) -> float | None:
+    """The slowdown a planted kind's runs measured (median score ratio - 1) where it is
+    not the planted one's size within a factor of 2 (a planted 5 % measured +21.7 %: the
+    catch rate is that of the size measured); None where it is, and for A/A runs."""
+    planted, ratio = k.get("planted") or 0.0, k.get("median_score_ratio")
+    if planted <= 0 or ratio is None:
+        return None
+    measured = ratio - 1
+    return None if planted / 2 <= measured <= 2 * planted else measured
+
+
 def _text(kinds: dict) -> str:
     parts = []
     for label, k in sorted(kinds.items(), key=lambda kv: kv[1]["planted"]):
@@ -52,6 +63,9 @@ def _text(kinds: dict) -> str:
                 part += f", {inconclusive}/{n} inconclusive"
         else:
             part = f"{rejected}/{n} caught at {label}"
+            apart = measured_apart(k)
+            if apart is not None:
+                part += f" (measured {100 * apart:+.1f} %)"
             if accepted is not None:
                 part += f" ({accepted}/{n} accepted)"
         parts.append(part)
