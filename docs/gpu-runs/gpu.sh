@@ -27,6 +27,7 @@
 #   PATCHES=DIR bash docs/gpu-runs/gpu.sh startup [PROFILE]  # issue 32: where an engine start goes
 #   bash docs/gpu-runs/gpu.sh planted NAME FRACTION  # calibrate's planted patch -> /tmp/planted/NAME
 #   LIMIT=560 bash docs/gpu-runs/gpu.sh guard ...    # the guard ended (SIGINT) after LIMIT s
+#   LIMIT=560 bash docs/gpu-runs/gpu.sh calibrate NAME ARGS...  # the runs that fit LIMIT s
 #   bash docs/gpu-runs/gpu.sh ray NAME ARGS...       # issue 33: `python3 -m patchgate ARGS
 #                                                    #   --ray auto` on a one-node Ray head
 #
@@ -182,6 +183,18 @@ startup)
   grep -i "load weight\|memory pool\|kv cache\|cuda graph\|capture\|ready\|init torch" \
     "/tmp/logs/startup-$profile.log" | cut -c1-160 | tail -n 30
   cat "/tmp/logs/startup-$profile.json"
+  ;;
+calibrate)
+  # issue 32: `patchgate calibrate ARGS` that starts no run it cannot finish within LIMIT
+  # seconds (--time-limit LIMIT-20: the runs that ran go into the file), under a SIGINT
+  # backstop at LIMIT (a run cut off stays out; the finished ones are in the journal)
+  name=$1; shift
+  limit=${LIMIT:-560}
+  timeout --signal=INT --kill-after=30 "$limit" \
+    python3 -m patchgate calibrate --baselines "$BL" --time-limit $(( limit - 20 )) "$@" \
+    2>&1 | tee "/tmp/logs/calibrate-$name.log" \
+    | grep -v "^\s*$" | grep -v "^\[rank\|Capturing\|it/s\]" | tail -n 40
+  echo "exit: ${PIPESTATUS[0]}"
   ;;
 ray)
   # issue 33: a Ray head on this machine (its GPUs, one bench slot), `python3 -m patchgate
