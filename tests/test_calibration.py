@@ -369,6 +369,8 @@ def test_a_time_limit_starts_only_the_runs_that_fit_and_writes_those(tmp_path,
     holds those three, and the runs left out are named."""
     from fakes import use_fake_engines
 
+    from patchgate.tools.calibration_summary import expected_s
+
     use_fake_engines(monkeypatch)
     prof = get_profile("default").with_overrides(rounds=8, warmup=0, max_looks=1,
                                                  settle_s=0.0)
@@ -404,8 +406,8 @@ def test_a_time_limit_starts_only_the_runs_that_fit_and_writes_those(tmp_path,
                        "not starting 50 % quiet run 3: 50 s left of --time-limit, a run of "
                        "its kind took 200 s"]
     assert any(x.startswith("3 of 6 run(s) not started") for x in say.lines)
-    assert calibration.expected_s(0.5, "load", doc["runs"]) == 200.0  # any kind's longest
-    assert calibration.expected_s(0.5, "quiet", []) is None
+    assert expected_s(0.5, "load", doc["runs"]) == 200.0  # any kind's longest
+    assert expected_s(0.5, "quiet", []) is None
     with pytest.raises(PatchgateError, match="not with --ray"):
         calibration.calibrate(prof, tmp_path, calibration.Plan(
             runs=1, slowdowns=(), out=tmp_path / "r.json", ray="auto", time_limit=9), say)

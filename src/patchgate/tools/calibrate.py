@@ -45,7 +45,7 @@ from ..store import baselines, calibration_journal, environment
 from ..store.calibration import KIND, SCHEMA_VERSION, load
 from ..verdict import evidence
 from . import planted
-from .calibration_summary import kinds_of, label, outcome_of, summarize
+from .calibration_summary import expected_s, kinds_of, label, outcome_of, summarize
 from .load import cpu_load
 
 
@@ -162,16 +162,6 @@ class Plan:
     time_limit: float | None = None
 
 
-def expected_s(fraction: float, cond: str, finished: list[dict]) -> float | None:
-    """How long a run of planted ``fraction`` under ``cond`` is expected to take: the
-    longest finished run of that kind (a planted run confirms in fresh engines, an A/A
-    run seldom does), else the longest of any kind; None when none has finished."""
-    same = [r["wall_s"] for r in finished
-            if r["planted"] == fraction and r["condition"] == cond]
-    known = same or [r["wall_s"] for r in finished]
-    return max(known) if known else None
-
-
 def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
     """Run the calibration and write its file; returns the document. The runs of every
     kind and condition are interleaved (A/A quiet, 5 % quiet, ..., A/A load, ...), so a
@@ -264,7 +254,7 @@ def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
     return doc
 
 
-def _run_jobs(plan: Plan, prof, jobs: list, said, reporter, deadline: float | None = None,
+def _run_jobs(plan: Plan, prof, jobs: list, said, reporter, *, deadline: float | None = None,
               finished: list[dict] = ()) -> list[dict]:
     """Every job run, here one after another or over the Ray cluster's nodes; ``said``
     hears of each as it ends. The runs in the jobs' order. Here, with a ``deadline``

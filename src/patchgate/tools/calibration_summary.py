@@ -1,7 +1,8 @@
 """A calibration's runs summed up: per condition and planted kind, how many runs were
 rejected, inconclusive and accepted (each with an exact 95 % interval), the A/A noise,
 the wall time and the pairing gain (:func:`summarize`); what ``patchgate calibrate``
-writes as the file's ``summary``.
+writes as the file's ``summary``. Also how long a run of a kind is expected to take
+(:func:`expected_s`), what ``--time-limit`` goes by.
 
 Pure: run records in, numbers out.
 """
@@ -73,3 +74,13 @@ def summarize(runs: list[dict], slowdowns: list[float]) -> dict:
             gains[name] = stats.median(ratios)
     out["unpaired_over_paired_ci_width"] = gains
     return out
+
+
+def expected_s(fraction: float, cond: str, finished: list[dict]) -> float | None:
+    """How long a run of planted ``fraction`` under ``cond`` is expected to take: the
+    longest finished run of that kind (a planted run confirms in fresh engines, an A/A
+    run seldom does), else the longest of any kind; None when none has finished."""
+    same = [r["wall_s"] for r in finished
+            if r["planted"] == fraction and r["condition"] == cond]
+    known = same or [r["wall_s"] for r in finished]
+    return max(known) if known else None
