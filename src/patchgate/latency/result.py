@@ -106,10 +106,12 @@ class LatencyResult:
         """The fresh processes' seconds of scenario ``item`` for the candidate and
         ``comparison``, paired by round (those :meth:`again` decided on); None where
         they did not measure it."""
-        if self.again(comparison, item) is None:
+        if self.confirmation.get(comparison, {}).get(item) is not None:
+            samples = self.confirm_samples
+        elif self.again(comparison, item) is not None:
+            samples = self.alone.samples
+        else:
             return None
-        fresh = self.confirmation.get(comparison, {}).get(item)
-        samples = self.confirm_samples if fresh is not None else self.alone.samples
         if item not in samples.get("candidate", {}):
             return None  # the pooled score: derived from the scenarios, no seconds of its own
         return {"candidate": list(samples["candidate"][item]),

@@ -233,9 +233,6 @@ def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
         reporter.say(f"{len(jobs) - len(done)} of {len(jobs)} run(s) not started: they "
                      f"would have ended after --time-limit {plan.time_limit:g} s "
                      "(`--append` adds them later)")
-    if not earlier and not done:
-        raise PatchgateError(f"no run fits in --time-limit {plan.time_limit:g} s: "
-                             f"{target} not written", hint="allow more time")
     records = earlier + done  # in the interleaved order of the jobs, wherever they ran
     kinds = sorted({r["planted"] for r in records} - {0.0})
     doc = {
