@@ -319,6 +319,35 @@ def test_a_calibration_of_planted_runs_alone_leaves_the_aa_run_out(tmp_path, mon
     assert not (tmp_path / "none.json").exists()
 
 
+def test_a_calibration_run_records_its_seconds_per_phase(tmp_path, monkeypatch):
+    """Each run keeps where its time went (engines, looks, the confirmation's fresh
+    engines and looks), the summary and the report give the median per kind, and the
+    line said after each run names them: a GPU run's cost is a number the file owns."""
+    from fakes import use_fake_engines
+
+    from patchgate.report import calibration as calibration_report
+
+    use_fake_engines(monkeypatch)
+    prof = get_profile("default").with_overrides(rounds=8, warmup=0, max_looks=1,
+                                                 settle_s=0.0)
+    said: list[str] = []
+    reporter = _Silent()
+    reporter.say = said.append
+    plan = calibration.Plan(runs=1, slowdowns=(0.5,), out=tmp_path / "cal.json", aa=False)
+    doc = calibration.calibrate(prof, tmp_path, plan, reporter)
+    run = doc["runs"][0]
+    assert run["outcome"] == "rejected"
+    t = run["timings_s"]
+    assert {"engines", "latency", "confirm_engines", "confirm"} <= set(t)
+    assert t["latency"] > 0 and sum(t.values()) <= run["wall_s"] + 0.2
+    median = doc["summary"]["timings_s_median"]["50 %"]
+    assert median["latency"] == t["latency"]
+    text = calibration_report.render(doc)
+    assert f"median 50 % run: engines {t['engines']:.0f} s, latency {t['latency']:.0f} s" in text
+    assert any(f"score ratio 1.500, 1 look(s), in {run['wall_s']:.0f} s" in line
+               for line in said), said
+
+
 def test_a_cut_off_calibration_keeps_its_finished_runs_for_the_next_append(tmp_path,
                                                                            monkeypatch):
     """A calibration stopped in its second run (Ctrl-C, a device call's limit): the file

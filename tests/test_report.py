@@ -119,6 +119,7 @@ def test_the_summary_line_says_how_long_the_run_took_per_phase():
     assert "REJECTED  score 72.4  (S1 63.3, S8 69.0, Sinf 88.1, C 1.00)  in 560 s (" in \
         render_terminal(verdict)
     assert "Verdict in 560 s (engines 94," in render_markdown(verdict)
+    assert time_line({"timings_s": {"latency": 0.2, "total": 0.6}}) == "in 1 s"  # no "()"
 
 
 def test_the_first_lines_carry_the_decision_the_score_and_every_caveat():

@@ -49,8 +49,11 @@ def render(doc: dict) -> str:
         lines.append("unpaired / paired CI width (median over runs): " + ", ".join(
             f"{name} {g:.2f}x" for name, g in gains.items()))
     if summary.get("wall_s_median") is not None:
-        lines.append(f"median wall time of one run's latency phase: "
+        lines.append(f"median wall time of one run (engines started, looks, confirmation): "
                      f"{summary['wall_s_median']:.0f} s; calibration {doc['wall_s']:.0f} s")
+    for lab, t in (summary.get("timings_s_median") or {}).items():
+        lines.append(f"median {lab} run: " + ", ".join(
+            f"{phase} {s:.0f} s" for phase, s in t.items()))
     return "\n".join(lines)
 
 

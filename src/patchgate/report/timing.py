@@ -29,4 +29,4 @@ def time_line(verdict: dict) -> str | None:
     other = total - known
     if other >= 0.5:
         parts.append(f"other {other:.0f}")
-    return f"in {total:.0f} s ({', '.join(parts)})"
+    return f"in {total:.0f} s" + (f" ({', '.join(parts)})" if parts else "")

@@ -40,6 +40,8 @@ from ..errors import PatchgateError, interrupted_by
 from ..latency import decide, looks
 from ..latency.measure import balanced_rounds
 from ..patches import discover
+from ..report.console import Reporter, Silent
+from ..report.timing import time_line
 from ..stats import paired_t
 from ..store import baselines, calibration_journal, environment
 from ..store.calibration import KIND, SCHEMA_VERSION, load
@@ -65,9 +67,13 @@ def one_run(prof, patches, reporter) -> dict:
     t0 = time.perf_counter()
     sets = {"candidate": patches, "current": [], "reference": []}
     with Configurations(prof, sets, lambda _s: None) as configs:
+        reporter.phase("engines")
         configs.start()
+        reporter.phase("latency")
         result = looks.run(configs, prof, reporter)
         threads = configs.cpu_threads
+        reporter.phase("close")
+    reporter.phase("done")
     outcome = evidence.status(result)
     slower = [item for item in result.decisions["current"]
               if result.final("current", item) == stats.SLOWER]
@@ -92,6 +98,7 @@ def one_run(prof, patches, reporter) -> dict:
             "item": result.alone.item, "outcome": result.alone.decision.outcome},
         "ci_widths": widths, "threads": threads,
         "wall_s": round(time.perf_counter() - t0, 1),
+        "timings_s": {k: round(v, 1) for k, v in getattr(reporter, "timings", {}).items()},
     }
 
 
@@ -207,10 +214,11 @@ def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
                           for w in (evidence.REJECTED, evidence.INCONCLUSIVE,
                                     evidence.ACCEPTED))
         where = f" on {rec['node']['class']}" if rec.get("node") else ""
+        took = time_line({"timings_s": {**rec.get("timings_s", {}), "total": rec["wall_s"]}})
         reporter.say(f"calibrate {len(records)}/{len(jobs)} {label(rec['planted'])} "
-                     f"{rec['condition']}: {rec['outcome']} (score ratio "
-                     f"{rec['score_ratio']:.3f}, {rec['looks']} look(s), {rec['wall_s']:.0f} "
-                     f"s{where}); so far {tally}")
+                     f"{rec['condition']}: {rec['outcome']}, score ratio "
+                     f"{rec['score_ratio']:.3f}, {rec['looks']} look(s), {took}{where}; "
+                     f"so far {tally}")
 
     deadline = None if plan.time_limit is None else t0 + plan.time_limit
     try:
@@ -292,18 +300,15 @@ def run_job(prof, fraction: float, cond: str, load: int, run: int, reporter=None
     return rec | {"planted": fraction, "run": run, "condition": cond}
 
 
-class _Quiet:
-    """A run's reporter inside a calibration: its bars, none of its step lines."""
+class _Quiet(Reporter):
+    """A run's reporter inside a calibration: its bars and its seconds per phase
+    (``timings``), none of its step lines."""
 
     def __init__(self, reporter=None):
-        from ..report.console import Silent
-
+        super().__init__(quiet=True)
         self.progress = reporter.progress if reporter else lambda total, desc: Silent(total)
 
     def say(self, text: str) -> None:
-        pass
-
-    def phase(self, key: str, text: str | None = None) -> None:
         pass
 
 

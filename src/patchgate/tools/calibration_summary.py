@@ -61,6 +61,7 @@ def summarize(runs: list[dict], slowdowns: list[float]) -> dict:
                     for label, k in quiet.items()}
     walls = [r["wall_s"] for r in runs]
     out["wall_s_median"] = stats.median(walls) if walls else None
+    out["timings_s_median"] = _timings(runs, slowdowns)
     classes = sorted({r["node"]["class"] for r in runs if r.get("node")})
     if len(classes) > 1:  # spread over nodes of several hardware classes: rates per class
         out["classes"] = {c: summarize([r for r in runs if (r.get("node") or {}).get("class")
@@ -74,6 +75,23 @@ def summarize(runs: list[dict], slowdowns: list[float]) -> dict:
             gains[name] = stats.median(ratios)
     out["unpaired_over_paired_ci_width"] = gains
     return out
+
+
+def _timings(runs: list[dict], slowdowns: list[float]) -> dict:
+    """Per kind, the median seconds of each phase of a run (engines, latency,
+    confirm_engines, confirm, close) over the runs that recorded them (a phase a run
+    did not enter counts as 0 s: a median confirmation of 0 s says most runs had none)."""
+    out = {}
+    for fraction in kinds_of(slowdowns):
+        mine = [r["timings_s"] for r in runs if r["planted"] == fraction and r.get("timings_s")]
+        if mine:
+            phases = [p for p in _ORDER if any(p in t for t in mine)]
+            out[label(fraction)] = {p: stats.median([t.get(p, 0.0) for t in mine])
+                                    for p in phases}
+    return out
+
+
+_ORDER = ("engines", "latency", "confirm_engines", "confirm", "close")
 
 
 def expected_s(fraction: float, cond: str, finished: list[dict]) -> float | None:
