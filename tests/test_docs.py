@@ -1,5 +1,5 @@
 """Docs that stay true: every number the docs quote next to a link to a committed verdict
-(or an accuracy-stop file) is that file's number. A status statement that falls behind
+(an accuracy-stop file, a calibration) is that file's number. A status statement that falls behind
 the files it cites fails here."""
 
 from __future__ import annotations
@@ -23,17 +23,19 @@ CHECKS = {  # a quoted number, and where the verdict keeps it
                  lambda v: f"{100 * v['accuracy']['ratio']:.2f}"),
 }
 OF_REFERENCE = re.compile(r"(\d+\.\d\d) % of the reference")
+SCORE_RATIO = re.compile(r"score ratio (\d\.\d{3})\b")  # a calibration run's
+NOISE = re.compile(r"noise (\d+\.\d\d) % a round")
 
 
 def units(text: str) -> list[str]:
-    """Paragraphs, and each table row on its own."""
+    """Paragraphs, each table row and each top-level list item on its own."""
     out = []
     for block in re.split(r"\n\s*\n", text):
         lines = block.splitlines()
         if lines and all(x.lstrip().startswith("|") for x in lines):
             out += lines
         else:
-            out.append(block)
+            out += re.split(r"\n(?=[-*] )", block)
     return out
 
 
@@ -43,7 +45,7 @@ def cited(doc: Path, unit: str) -> list[dict]:
     for target in LINK.findall(unit):
         path = (doc.parent / target).resolve()
         data = path.with_suffix(".json") if path.suffix == ".md" else path
-        if "gpu-runs" in data.parts or "verdicts" in data.parts:
+        if {"gpu-runs", "verdicts", "calibrations"} & set(data.parts):
             if data.is_file():
                 out.append(json.loads(data.read_text()))
     return out
@@ -73,4 +75,18 @@ def test_every_number_quoted_beside_a_result_file_is_that_files(doc, unit):
     for quoted in OF_REFERENCE.findall(unit):
         if ratios and quoted not in ratios:
             wrong.append(f"{quoted} % of the reference, the file says {sorted(ratios)}")
+    calibrations = [f for f in files if f.get("kind") == "patchgate.calibration"]
+    runs = [r for f in calibrations for r in f["runs"]]
+    have = ({f"{r['score_ratio']:.3f}" for r in runs}
+            | {f"{k['median_score_ratio']:.3f}" for f in calibrations
+               for k in f["summary"]["kinds"].values()})
+    for quoted in SCORE_RATIO.findall(unit) if calibrations else ():
+        if quoted not in have:
+            wrong.append(f"score ratio {quoted}, the calibration says {sorted(have)}")
+    noises = ({f"{100 * r['noise']:.2f}" for r in runs if r.get("noise")}
+              | {f"{100 * x:.2f}" for f in calibrations
+                 for x in (f["summary"].get("noise") or {}).values() if x})  # medians
+    for quoted in NOISE.findall(unit) if calibrations and not verdicts else ():
+        if quoted not in noises:
+            wrong.append(f"noise {quoted} %, the calibration says {sorted(noises)}")
     assert not wrong, f"{doc.relative_to(ROOT)}: {wrong}"
