@@ -134,3 +134,65 @@ def test_ray_actors_needs_ray_and_one_actor_at_least(argv, capsys):
     assert main(["guard", "--profile", "default", *argv]) == 2
     err = capsys.readouterr().err
     assert "--ray-actors" in err and "--ray auto --ray-actors 4" in err
+
+
+def _swallowing(sig):
+    """What SGLang's engine start does with an interruption (2026-12-07, on a GPU): the
+    signal also killed its scheduler, and the start fails with an error of its own."""
+    import os
+    import signal as signals
+
+    from patchgate.errors import PatchgateError
+
+    def start(*args, **kw):
+        try:
+            os.kill(os.getpid(), getattr(signals, sig))
+            for _ in range(100):  # the handler runs at the next instruction
+                pass
+        except BaseException:
+            pass
+        raise PatchgateError("SGLang engine for candidate failed to start: RuntimeError: "
+                             "Rank 0 scheduler died during initialization (exit code: -15)",
+                             hint="see SGLang's log above")
+    return start
+
+
+def test_an_interruption_an_engine_turned_into_its_own_error_is_reported_as_one(
+        tmp_path, monkeypatch, capsys):
+    """SIGTERM (a CI cancel, a device call's limit) during a calibration whose engine
+    start catches it and fails instead: the command says it was interrupted, names what
+    followed, leaves the file out and exits 2. Ctrl-C during a guard, likewise."""
+    import signal as signals
+
+    from patchgate import cli
+    from patchgate.tools import calibrate
+
+    monkeypatch.setattr(calibrate, "run_job", _swallowing("SIGTERM"))
+    out = tmp_path / "cal.json"
+    code = main(["calibrate", "--profile", "default", "--runs", "1", "--slowdowns", "",
+                 "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "ERROR calibration interrupted by SIGTERM: " in err
+    assert "(then: SGLang engine for candidate failed to start" in err
+    assert not out.exists()
+    assert signals.getsignal(signals.SIGTERM) is not None  # the old handler is back
+
+    monkeypatch.setattr(cli, "_guard", _swallowing("SIGINT"))
+    assert main(["guard", "--profile", "default"]) == 2
+    err = capsys.readouterr().err
+    assert "ERROR interrupted during " in err and "nothing under baselines/" in err
+    assert "(then: SGLang engine for candidate failed to start" in err
+    assert signals.getsignal(signals.SIGINT) is signals.default_int_handler
+
+    # an engine error without a signal is that error, as before
+    from patchgate.errors import PatchgateError
+
+    def fails(*args, **kw):
+        raise PatchgateError("SGLang engine for candidate failed to start: boom", hint="h")
+
+    monkeypatch.setattr(cli, "_guard", fails)
+    assert main(["guard", "--profile", "default"]) == 2
+    err = capsys.readouterr().err
+    assert "ERROR SGLang engine for candidate failed to start: boom" in err
+    assert "interrupted" not in err

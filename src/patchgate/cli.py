@@ -27,6 +27,8 @@ from .errors import (
     SIGTERM,
     PatchgateError,
     interrupted_by,
+    note_signal,
+    take_signal,
 )
 from .profile import available, get_profile, repo_root
 from .profile import commands as profile_commands
@@ -185,10 +187,20 @@ def _main(args) -> int:
         reporter = Reporter(quiet=args.quiet)
         return _guard(args, reporter)
     except PatchgateError as e:
+        signalled = take_signal()
+        if signalled is not None:  # a library turned the interruption into its own error
+            return _fail(args, f"interrupted{interrupted_by(signalled)} during "
+                         f"{_step(reporter)}; {NOTHING_WRITTEN} (then: {e.message})",
+                         "run the command again to get a verdict")
         return _fail(args, e.message, e.hint)
     except Exception as e:  # a bug here or in a library: an error (2), never "rejected" (1)
         import traceback
 
+        signalled = take_signal()
+        if signalled is not None:
+            return _fail(args, f"interrupted{interrupted_by(signalled)} during "
+                         f"{_step(reporter)}; {NOTHING_WRITTEN} (then: "
+                         f"{type(e).__name__}: {e})", "run the command again to get a verdict")
         traceback.print_exc()
         return _fail(args, f"unexpected {type(e).__name__} during {_step(reporter)}: {e}; "
                      f"{NOTHING_WRITTEN}",
@@ -208,13 +220,23 @@ def _sigterm_interrupts():
         return
 
     def interrupt(signum, frame):
-        raise KeyboardInterrupt(SIGTERM)
+        raise note_signal(KeyboardInterrupt(SIGTERM))
 
+    def ctrl_c(signum, frame):  # Python's own, and noted
+        raise note_signal(KeyboardInterrupt())
+
+    take_signal()  # none of an earlier command's
     old = signal.signal(signal.SIGTERM, interrupt)
+    # Ctrl-C as Python answers it, noted; where SIGINT is ignored (a background job) it stays so
+    old_int = signal.getsignal(signal.SIGINT)
+    if old_int is signal.default_int_handler:
+        signal.signal(signal.SIGINT, ctrl_c)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, old)
+        if old_int is signal.default_int_handler:
+            signal.signal(signal.SIGINT, old_int)
 
 
 def _guard(args, reporter) -> int:

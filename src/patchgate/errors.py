@@ -34,3 +34,31 @@ def interrupted_by(e: KeyboardInterrupt) -> str:
     """The words after "interrupted" in an error message: " by SIGTERM" where the CLI's
     SIGTERM handler raised ``e`` (a CI runner's cancel), nothing for Ctrl-C."""
     return " by SIGTERM" if str(e) == SIGTERM else ""
+
+
+# The interruptions the CLI's signal handlers raised during this command, in order. A
+# library may catch the KeyboardInterrupt and raise its own error instead (SGLang's
+# engine start reports its scheduler, killed by the same signal, as dead): the error
+# that reaches the CLI is then reported as the interruption it followed.
+_signalled: list[KeyboardInterrupt] = []
+
+
+def note_signal(e: KeyboardInterrupt) -> KeyboardInterrupt:
+    """Record the interruption a signal handler is about to raise; returns it."""
+    _signalled.append(e)
+    return e
+
+
+def take_signal() -> KeyboardInterrupt | None:
+    """The first interruption a signal raised since the last call (None if none), and
+    forget them all: each interruption is reported once."""
+    first = _signalled[0] if _signalled else None
+    _signalled.clear()
+    return first
+
+
+def interruption(e: BaseException) -> KeyboardInterrupt | None:
+    """``e`` if it is an interruption, else the one a signal raised before ``e`` ended
+    the run (taken: :func:`take_signal`), else None."""
+    noted = take_signal()
+    return e if isinstance(e, KeyboardInterrupt) else noted

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from .. import files, stats
 from ..engines.configurations import Configurations
-from ..errors import PatchgateError, interrupted_by
+from ..errors import PatchgateError, interrupted_by, interruption
 from ..latency import decide, looks
 from ..latency.measure import balanced_rounds
 from ..patches import discover
@@ -228,9 +228,11 @@ def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
         n = len(kept) + len(records)
         kept_line = (f"{n} finished run(s) kept in {journal}" if n else
                      "no run had finished")
-        if isinstance(e, KeyboardInterrupt):
-            raise PatchgateError(f"calibration interrupted{interrupted_by(e)}: {target} "
-                                 f"left as it was; {kept_line}",
+        stop = interruption(e)  # also where an engine turned it into its own error
+        if stop is not None:
+            then = "" if stop is e else f" (then: {e})"
+            raise PatchgateError(f"calibration interrupted{interrupted_by(stop)}: {target} "
+                                 f"left as it was; {kept_line}{then}",
                                  hint="`patchgate calibrate --append` with the same "
                                  "settings adds the runs kept") from e
         if n:
