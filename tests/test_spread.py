@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -49,7 +50,11 @@ def three_nodes():
     c.shutdown()
 
 
-def test_a_calibration_spreads_whole_runs_over_the_nodes(three_nodes, tmp_path, reporter):
+def test_a_calibration_spreads_whole_runs_over_the_nodes(three_nodes, tmp_path, reporter,
+                                                         monkeypatch):
+    from patchgate.spread import runs as spread_runs
+
+    monkeypatch.setattr(spread_runs, "HEARTBEAT_S", 0.2)  # a minute on a GPU
     plan = calibrate.Plan(runs=2, slowdowns=(0.5,), out=tmp_path / "cal.json", ray="auto")
     doc = calibrate.calibrate(PROFILE, tmp_path, plan, reporter)
     runs = doc["runs"]
@@ -62,6 +67,9 @@ def test_a_calibration_spreads_whole_runs_over_the_nodes(three_nodes, tmp_path, 
     assert [r["outcome"] for r in runs] == ["accepted", "rejected", "accepted", "rejected"]
     assert json.loads((tmp_path / "cal.json").read_text())["runs"] == runs
     assert len([x for x in reporter.lines if x.startswith("calibrate ")]) == 4
+    # while the runs are out, a line now and then says how many came back
+    assert any(re.match(r"on the cluster: [0-3]/4 run\(s\) done, [1-4] running or waiting", x)
+               for x in reporter.lines), reporter.lines
     # nothing left behind: every bench slot is free again
     assert slots_free(3)
 

@@ -13,12 +13,14 @@ nothing is written. Nothing is left behind: a task's engines close with it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 from ..errors import PatchgateError
 from .cluster import SLOT, node_here, ray_module
 
 RETRIES = 2  # a run on a node that died is run again, on another node, this many times
+HEARTBEAT_S = 60.0  # a line at least this often while runs are out (a GPU run is minutes)
 
 
 def _on_node(fn: Callable, args: tuple, engine: str, device: str) -> dict:
@@ -38,12 +40,16 @@ def longest_first(jobs: Sequence[tuple], long: Callable[[tuple], bool]) -> list[
 
 def spread(fn: Callable[..., dict], jobs: Sequence[tuple], *, engine: str, device: str,
            said: Callable[[int, dict], None] = lambda i, r: None,
-           long: Callable[[tuple], bool] = lambda job: False) -> list[dict]:
+           long: Callable[[tuple], bool] = lambda job: False,
+           waiting: Callable[[int, int, float], None] = lambda done, total, s: None
+           ) -> list[dict]:
     """``[fn(*job) for job in jobs]``, each a Ray task holding one bench slot, results in
     job order, each with its ``node`` (id and hardware class); the ``long`` jobs go to
     the nodes first (:func:`longest_first`). ``said(i, record)`` hears each result as it
-    comes in (progress; ``i`` its index in ``jobs``)."""
+    comes in (progress; ``i`` its index in ``jobs``); ``waiting(done, total, seconds)``
+    every :data:`HEARTBEAT_S` without one (the nodes' own output stays on the nodes)."""
     ray = ray_module()
+    t0 = time.perf_counter()
     task = ray.remote(num_cpus=0, resources={SLOT: 1}, max_retries=RETRIES)(_on_node)
     order = longest_first(jobs, long)
     refs = [task.remote(fn, tuple(jobs[i]), engine, device) for i in order]
@@ -52,7 +58,10 @@ def spread(fn: Callable[..., dict], jobs: Sequence[tuple], *, engine: str, devic
     pending = list(refs)
     try:
         while pending:
-            done, pending = ray.wait(pending, num_returns=1)
+            done, pending = ray.wait(pending, num_returns=1, timeout=HEARTBEAT_S)
+            if not done:
+                waiting(len(out), len(refs), time.perf_counter() - t0)
+                continue
             i = index[done[0]]
             try:
                 out[i] = ray.get(done[0])

@@ -274,8 +274,12 @@ def _run_jobs(plan: Plan, prof, jobs: list, said, reporter, *, deadline: float |
 
         cluster.connect(plan.ray)
         # planted runs are the long ones (a rejection measures again in fresh engines)
-        return spread_runs.spread(run_job, jobs, engine=prof.engine, device=prof.device,
-                                  said=said, long=lambda job: job[1] != 0.0)
+        return spread_runs.spread(
+            run_job, jobs, engine=prof.engine, device=prof.device, said=said,
+            long=lambda job: job[1] != 0.0,
+            waiting=lambda n, total, s: reporter.say(
+                f"on the cluster: {n}/{total} run(s) done, {total - n} running or "
+                f"waiting for a bench slot, {s:.0f} s so far"))
     done: list[dict] = []
     for job in jobs:
         if deadline is not None:
