@@ -187,27 +187,30 @@ def _main(args) -> int:
         reporter = Reporter(quiet=args.quiet)
         return _guard(args, reporter)
     except PatchgateError as e:
-        signalled = take_signal()
-        if signalled is not None:  # a library turned the interruption into its own error
-            return _fail(args, f"interrupted{interrupted_by(signalled)} during "
-                         f"{_step(reporter)}; {NOTHING_WRITTEN} (then: {e.message})",
-                         "run the command again to get a verdict")
+        stop = take_signal()
+        if stop is not None:  # a library turned the interruption into its own error
+            return _interrupted(args, reporter, stop, e.message)
         return _fail(args, e.message, e.hint)
     except Exception as e:  # a bug here or in a library: an error (2), never "rejected" (1)
         import traceback
 
-        signalled = take_signal()
-        if signalled is not None:
-            return _fail(args, f"interrupted{interrupted_by(signalled)} during "
-                         f"{_step(reporter)}; {NOTHING_WRITTEN} (then: "
-                         f"{type(e).__name__}: {e})", "run the command again to get a verdict")
+        stop = take_signal()
+        if stop is not None:
+            return _interrupted(args, reporter, stop, f"{type(e).__name__}: {e}")
         traceback.print_exc()
         return _fail(args, f"unexpected {type(e).__name__} during {_step(reporter)}: {e}; "
                      f"{NOTHING_WRITTEN}",
                      "the traceback above says where; report it if the input looks right")
     except KeyboardInterrupt as e:
-        return _fail(args, f"interrupted{interrupted_by(e)} during {_step(reporter)}; "
-                     f"{NOTHING_WRITTEN}", "run the command again to get a verdict")
+        return _interrupted(args, reporter, e)
+
+
+def _interrupted(args, reporter, stop: KeyboardInterrupt, then: str = "") -> int:
+    """Exit 2 for an interruption (Ctrl-C, SIGTERM), naming the step it stopped and the
+    error a library raised after it (``then``), if one did."""
+    after = f" (then: {then})" if then else ""
+    return _fail(args, f"interrupted{interrupted_by(stop)} during {_step(reporter)}; "
+                 f"{NOTHING_WRITTEN}{after}", "run the command again to get a verdict")
 
 
 @contextlib.contextmanager
