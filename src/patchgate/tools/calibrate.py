@@ -256,6 +256,11 @@ def add_command(sub, root: Path) -> None:
     c.add_argument("--stored", action="store_true",
                    help="measure nothing: the paired and unpaired interval widths of the "
                    "samples stored in <baselines>/<profile>/{reference,current}.json")
+    c.add_argument("--replay", type=Path, metavar="FILE",
+                   help="measure nothing: decide the first look of every run in the "
+                   "calibration FILE again under --profile's rule (its test, rounds, "
+                   "threshold, level), on the rounds the run measured; e.g. the t-test "
+                   "profile against the signed-rank runs of the same machine")
     c.add_argument("--load", type=int, default=0, metavar="N",
                    help="also measure under load: N busy processes beside the gate, started "
                    "and ended around each loaded run (the runs are interleaved with quiet "
@@ -288,6 +293,17 @@ def handle(args) -> int:
         if args.rounds < 2:
             raise PatchgateError("--rounds must be at least 2", hint="use 5 or more")
         profile = profile.with_overrides(rounds=args.rounds)
+    if args.replay is not None:
+        from .calibration_replay import render as render_replay
+        from .calibration_replay import replay
+
+        doc = load(args.replay)
+        if doc is None:
+            raise PatchgateError(f"{args.replay} does not exist",
+                                 hint="give a calibration file, e.g. "
+                                 "baselines/<profile>/calibration.json")
+        print(render_replay(replay(doc, profile, str(args.replay))))
+        return 0
     try:
         slowdowns = tuple(float(x) for x in args.slowdowns.split(",") if x.strip())
     except ValueError:

@@ -19,6 +19,7 @@ from ..patches import discover
 from ..report.console import Reporter, Silent
 from ..verdict import evidence
 from . import planted
+from .calibration_replay import first_look
 from .load import cpu_load
 
 
@@ -34,7 +35,8 @@ def _patches(folder: Path, fraction: float, engine: str):
 def one_run(prof, patches, reporter) -> dict:
     """One latency phase of the candidate ``patches`` against the unpatched model: what
     the gate would answer (:func:`patchgate.verdict.evidence.status`, the verdict's own
-    latency rule: accepted, rejected or inconclusive), and what it measured."""
+    latency rule: accepted, rejected or inconclusive), and what it measured (the first
+    look's rounds too, for ``calibrate --replay``)."""
     t0 = time.perf_counter()
     sets = {"candidate": patches, "current": [], "reference": []}
     with Configurations(prof, sets, lambda _s: None) as configs:
@@ -68,6 +70,7 @@ def one_run(prof, patches, reporter) -> dict:
         "alone": None if result.alone is None else {
             "item": result.alone.item, "outcome": result.alone.decision.outcome},
         "ci_widths": widths, "threads": threads,
+        "first_look_s": first_look(result.samples, result.scenarios, k),
         "wall_s": round(time.perf_counter() - t0, 1),
         "timings_s": {k: round(v, 1) for k, v in getattr(reporter, "timings", {}).items()},
     }
