@@ -80,7 +80,7 @@ def test_a_shorter_t_test_look_is_decided_on_the_first_rounds(measured):
 def test_a_look_longer_than_the_rounds_kept_is_an_error_naming_the_run(measured):
     out, doc = measured
     long = get_profile("default").with_overrides(rounds=12)
-    with pytest.raises(PatchgateError, match=r"run 0 \(A/A\): it kept 8 rounds of its "
+    with pytest.raises(PatchgateError, match=r"run 1 of the file \(A/A\): it kept 8 rounds of its "
                        r"first look; default's first look takes 12") as e:
         replay(doc, long, str(out))
     assert "--rounds 8 or fewer" in e.value.hint
@@ -128,3 +128,20 @@ class _Silent:
         from patchgate.report.console import Silent
 
         return Silent(total)
+
+
+def test_a_scenario_left_undecided_means_another_look_as_in_the_gate(measured):
+    """The score shown not slower is not yet an acceptance while a scenario is undecided
+    and looks are left: the gate looks again (a scenario alone slower rejects). Built
+    by hand: prefill_b64 swings +-8 % round by round, the rest agree."""
+    out, doc = measured
+    made = copy.deepcopy(doc)
+    run = next(r for r in made["runs"] if r["planted"] == 0)
+    kept = run["first_look_s"]
+    for name, cur in kept["current"].items():
+        swing = 0.08 if name == "prefill_b64" else 0.001
+        kept["candidate"][name] = [x * (1 + swing * (-1) ** i) for i, x in enumerate(cur)]
+    rows = {m: {r["planted"]: r for r in replay(made, get_profile("default").with_overrides(
+        rounds=8, max_looks=m), str(out))["runs"]}[0.0] for m in (1, 3)}
+    assert rows[3]["first_look"] == "undecided"
+    assert rows[1]["first_look"] == "accepted"

@@ -39,8 +39,10 @@ def replay(doc: dict, prof, source: str) -> dict:
     """Every run of the calibration ``doc`` (read from ``source``) that kept its first
     look, decided again by ``prof``'s first look on its first rounds: ``slower`` (the
     confirmation in fresh engines would follow), ``accepted`` (the score shown not
-    slower, nothing slower) or ``undecided`` (another look would follow); beside it what
-    the run's whole verdict was. Per kind, the counts of both."""
+    slower, nothing slower, nothing left undecided for another look) or ``undecided``
+    (another look would follow: the gate looks again while a scenario is undecided, as a
+    scenario alone slower rejects); beside it what the run's whole verdict was. Per
+    kind, the counts of both."""
     runs = [r for r in doc.get("runs", []) if r.get("first_look_s")]
     if not runs:
         raise PatchgateError(f"{source}: none of its {len(doc.get('runs', []))} run(s) "
@@ -55,7 +57,8 @@ def replay(doc: dict, prof, source: str) -> dict:
                              "another test or rounds")
     scenarios = make_scenarios(prof)
     k = balanced_rounds(prof.rounds, len(LABELS))
-    rows = [_one(run, scenarios, prof, k, source) for run in runs]
+    rows = [_one(run, i, scenarios, prof, k, source)
+            for i, run in enumerate(doc["runs"], start=1) if run.get("first_look_s")]
     kinds = {}
     for fraction in sorted({r["planted"] for r in rows}):
         mine = [r for r in rows if r["planted"] == fraction]
@@ -71,9 +74,10 @@ def replay(doc: dict, prof, source: str) -> dict:
             "kinds": kinds, "runs": rows}
 
 
-def _one(run: dict, scenarios, prof, rounds: int, source: str) -> dict:
+def _one(run: dict, number: int, scenarios, prof, rounds: int, source: str) -> dict:
+    """Run ``number`` of the file (counted from 1) decided again (:func:`replay`)."""
     kept = run["first_look_s"]
-    where = f"{source}, run {run.get('run')} ({label(run['planted'])})"
+    where = f"{source}, run {number} of the file ({label(run['planted'])})"
     names = {s.name for s in scenarios}
     for lab in LABELS:
         missing = names - set(kept.get(lab, {}))
@@ -89,9 +93,13 @@ def _one(run: dict, scenarios, prof, rounds: int, source: str) -> dict:
     samples = {lab: {n: kept[lab][n][:rounds] for n in names} for lab in LABELS}
     result = looks.judged(samples, scenarios, prof)
     decisions = result.decisions["current"]
-    verdict = evidence.status(result)
-    first = {evidence.REJECTED: SLOWER, evidence.ACCEPTED: ACCEPTED}.get(verdict, UNDECIDED)
-    return {"run": run.get("run"), "planted": run["planted"],
+    if decide.slower(decisions):
+        first = SLOWER
+    elif decide.pending(decisions) and prof.max_looks > 1:
+        first = UNDECIDED  # the gate looks again at what is undecided, a scenario too
+    else:
+        first = ACCEPTED if evidence.status(result) == evidence.ACCEPTED else UNDECIDED
+    return {"run": number, "planted": run["planted"],
             "condition": run.get("condition", "quiet"), "first_look": first,
             "slower": decide.slower(decisions),
             "score_ratio": decisions[decide.SCORE].comparison.ratio,
