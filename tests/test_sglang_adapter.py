@@ -191,3 +191,45 @@ def test_a_profile_that_limits_prefill_graphs_holds_every_scenario_chunk(name):
         set(args["cuda_graph_bs_prefill"])
     plain = prof.with_overrides(grow=None)  # server_args reads model_path(): no 8B build
     assert server_args(plain, [])["cuda_graph_bs_prefill"] == args["cuda_graph_bs_prefill"]
+
+
+def test_the_sglang_timed_call_runs_with_the_collector_off_and_restores_it():
+    """The gate's process only drives SGLang's scheduler: a full collection of its heap
+    must not land inside a timed call (docs/gpu-runs/2026-12-07e); after the call, and
+    after a call that raised, the collector is on again. The transformers engine, where
+    the patch runs in the timed process, keeps it on."""
+    import gc
+
+    from patchgate.engines.sglang import SGLangEngine
+    from patchgate.engines.transformers import TransformersEngine
+
+    seen = []
+
+    def fake(cls, fail=False):
+        eng = object.__new__(cls)
+        eng.label = "candidate"
+        eng.synchronize = lambda: None
+
+        def generate(batch, n):
+            seen.append(gc.isenabled())
+            if fail:
+                raise PatchgateError("engine failed")
+            return [[7] * n for _ in batch]
+
+        eng.generate = generate
+        return eng
+
+    assert gc.isenabled()
+    timing = fake(SGLangEngine).timed_generate([[1, 2], [3, 4]], 3)
+    assert timing.first == (7, 7) and seen == [False] and gc.isenabled()
+    with pytest.raises(PatchgateError):
+        fake(SGLangEngine, fail=True).timed_generate([[1]], 1)
+    assert seen[-1] is False and gc.isenabled()
+    fake(TransformersEngine).timed_generate([[1]], 1)
+    assert seen[-1] is True and gc.isenabled()
+    gc.disable()  # a collector that was off before stays off
+    try:
+        fake(SGLangEngine).timed_generate([[1]], 1)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -10,7 +10,10 @@ load in the background until :meth:`Engine.ready`.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
+from collections.abc import Iterator
 from typing import NamedTuple, Protocol
 
 from ..errors import PatchgateError
@@ -76,19 +79,50 @@ class Engine(Protocol):
 class Timed:
     """``timed_generate`` for engines that run in this process:
     ``sync; perf_counter; generate; sync; perf_counter``, output lengths checked.
-    Their CPU time is not told apart from the gate's (``cpu_seconds`` is None)."""
+    Their CPU time is not told apart from the gate's (``cpu_seconds`` is None).
+
+    ``collector_off``: Python's cyclic garbage collector is off during the timed call
+    (timeit's practice) where this process only drives a model that runs in processes of
+    its own (SGLang's scheduler, where the patch runs too). On an H100
+    (docs/gpu-runs/2026-12-07e) a pause of about half a second landed on the same call in
+    every run: the fourth candidate prefill_b64 call took 3.95-4.07 s against 3.44-3.63 s,
+    in 3 of 3 calibration runs (and a reference decode_b64 call 2.18 s against 1.70 s in
+    an earlier verdict). A full collection fits: a fixed pause whatever the call, at an
+    allocation count the same sequence of calls reaches at the same call (one of this
+    process's heap with torch, transformers and lm-eval loaded takes 0.2 s on the 2-core
+    CPU runner; SGLang's heap is larger). Off, a collection runs at the first allocation
+    after the call, off the clock. Where the patch runs in the timed process (the
+    transformers engine), the collector stays on: the garbage a patch makes is part of
+    its cost."""
+
+    collector_off = False
 
     def cpu_seconds(self) -> float | None:
         return None
 
     def timed_generate(self, batch: list[list[int]], max_new_tokens: int) -> Timing:
-        self.synchronize()
-        t0 = time.perf_counter()
-        out = self.generate(batch, max_new_tokens)
-        self.synchronize()
-        dt = time.perf_counter() - t0
+        with collector_paused(self.collector_off):
+            self.synchronize()
+            t0 = time.perf_counter()
+            out = self.generate(batch, max_new_tokens)
+            self.synchronize()
+            dt = time.perf_counter() - t0
         check_lengths(out, len(batch), max_new_tokens, getattr(self, "label", self.name))
         return Timing(dt, tuple(int(row[0]) for row in out))
+
+
+@contextlib.contextmanager
+def collector_paused(pause: bool = True) -> Iterator[None]:
+    """Python's cyclic garbage collector off inside the block (when ``pause``), and back
+    on after it, also when the block raises, unless it was off before."""
+    was = gc.isenabled()
+    if pause:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if pause and was:
+            gc.enable()
 
 
 def check_lengths(out: list[list[int]], rows: int, n: int, who: str) -> None:

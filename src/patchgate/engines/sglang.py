@@ -113,6 +113,7 @@ def kill_children() -> None:
 
 class SGLangEngine(Timed):
     name = "sglang"
+    collector_off = True  # this process only drives the scheduler (Timed's docstring)
 
     def __init__(self, profile, patches, label: str, share: float = 1.0):
         self.label = label
