@@ -38,6 +38,7 @@ def test_each_run_keeps_its_first_looks_rounds_in_round_order(measured):
     _, doc = measured
     names = {"prefill_b1", "prefill_b8", "prefill_b64", "decode_b1", "decode_b8", "decode_b64"}
     for run in doc["runs"]:
+        assert run["collector_off"] is False  # fake engines: the collector stays on
         kept = run["first_look_s"]
         assert set(kept) == {"candidate", "current"}
         assert all(set(kept[lab]) == names for lab in kept)

@@ -45,6 +45,10 @@ def one_run(prof, patches, reporter) -> dict:
         reporter.phase("latency")
         result = looks.run(configs, prof, reporter)
         threads = configs.cpu_threads
+        # the timed calls ran with the gate's garbage collector off (engines.base.Timed;
+        # SGLang since 2026-12-07): runs from before and after stay told apart
+        collector_off = any(getattr(e, "collector_off", False)
+                            for e in configs.by_name().values())
         reporter.phase("close")
     reporter.phase("done")
     outcome = evidence.status(result)
@@ -69,7 +73,7 @@ def one_run(prof, patches, reporter) -> dict:
         "looks": result.looks, "confirm_looks": result.confirm_looks,
         "alone": None if result.alone is None else {
             "item": result.alone.item, "outcome": result.alone.decision.outcome},
-        "ci_widths": widths, "threads": threads,
+        "ci_widths": widths, "threads": threads, "collector_off": collector_off,
         "first_look_s": first_look(result.samples, result.scenarios, k),
         "wall_s": round(time.perf_counter() - t0, 1),
         "timings_s": {k: round(v, 1) for k, v in getattr(reporter, "timings", {}).items()},
