@@ -179,11 +179,17 @@ def test_an_interruption_an_engine_turned_into_its_own_error_is_reported_as_one(
     assert signals.getsignal(signals.SIGTERM) is not None  # the old handler is back
 
     monkeypatch.setattr(cli, "_guard", _swallowing("SIGINT"))
-    assert main(["guard", "--profile", "default"]) == 2
+    # Ctrl-C as Python answers it in a terminal; a background job (`cmd &`) starts with
+    # SIGINT ignored, and there the CLI leaves it so (the signal then does nothing)
+    before = signals.signal(signals.SIGINT, signals.default_int_handler)
+    try:
+        assert main(["guard", "--profile", "default"]) == 2
+        assert signals.getsignal(signals.SIGINT) is signals.default_int_handler
+    finally:
+        signals.signal(signals.SIGINT, before)
     err = capsys.readouterr().err
     assert "ERROR interrupted during " in err and "nothing under baselines/" in err
     assert "(then: SGLang engine for candidate failed to start" in err
-    assert signals.getsignal(signals.SIGINT) is signals.default_int_handler
 
     # an engine error without a signal is that error, as before
     from patchgate.errors import PatchgateError
