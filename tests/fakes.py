@@ -124,3 +124,19 @@ SLOW_APPLY = """def apply(model):
 
     model.forward = slow
 """
+
+
+class LinesReporter:
+    """A reporter for calibrations in tests: no bars, and the lines it was told kept in
+    ``lines``."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+
+    def say(self, text):
+        self.lines.append(text)
+
+    def progress(self, total, desc):
+        from patchgate.report.console import Silent
+
+        return Silent(total)

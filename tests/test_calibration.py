@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from fakes import LinesReporter
 
 from patchgate.cli import main
 from patchgate.errors import EXIT_ERROR, PatchgateError
@@ -311,11 +312,11 @@ def test_a_calibration_of_planted_runs_alone_leaves_the_aa_run_out(tmp_path, mon
     prof = get_profile("default").with_overrides(rounds=8, warmup=0, max_looks=1,
                                                  settle_s=0.0)
     plan = calibration.Plan(runs=1, slowdowns=(0.5,), out=tmp_path / "cal.json", aa=False)
-    doc = calibration.calibrate(prof, tmp_path, plan, _Silent())
+    doc = calibration.calibrate(prof, tmp_path, plan, LinesReporter())
     assert [r["planted"] for r in doc["runs"]] == [0.5]
     with pytest.raises(PatchgateError, match="nothing to run"):
         calibration.calibrate(prof, tmp_path, calibration.Plan(
-            runs=1, slowdowns=(), out=tmp_path / "none.json", aa=False), _Silent())
+            runs=1, slowdowns=(), out=tmp_path / "none.json", aa=False), LinesReporter())
     assert not (tmp_path / "none.json").exists()
 
 
@@ -331,7 +332,7 @@ def test_a_calibration_run_records_its_seconds_per_phase(tmp_path, monkeypatch):
     prof = get_profile("default").with_overrides(rounds=8, warmup=0, max_looks=1,
                                                  settle_s=0.0)
     said: list[str] = []
-    reporter = _Silent()
+    reporter = LinesReporter()
     reporter.say = said.append
     plan = calibration.Plan(runs=1, slowdowns=(0.5,), out=tmp_path / "cal.json", aa=False)
     doc = calibration.calibrate(prof, tmp_path, plan, reporter)
@@ -375,16 +376,16 @@ def test_a_cut_off_calibration_keeps_its_finished_runs_for_the_next_append(tmp_p
     with pytest.raises(PatchgateError, match=r"interrupted: .*cal\.json left as it was; "
                        r"1 finished run\(s\) kept in .*cal\.json\.runs\.jsonl"):
         calibration.calibrate(prof, tmp_path, calibration.Plan(
-            runs=1, slowdowns=(0.5,), out=out), _Silent())
+            runs=1, slowdowns=(0.5,), out=out), LinesReporter())
     assert not out.exists()
     header, runs = calibration_journal.read(journal)
     assert header["profile"] == "default" and [r["planted"] for r in runs] == [0.0]
     with pytest.raises(PatchgateError, match=r"cal\.json\.runs\.jsonl: other settings"):
         calibration.calibrate(prof.with_overrides(rounds=9), tmp_path, calibration.Plan(
-            runs=1, slowdowns=(0.5,), out=out, append=True), _Silent())
+            runs=1, slowdowns=(0.5,), out=out, append=True), LinesReporter())
     monkeypatch.setattr(calibration, "run_job", real)
     doc = calibration.calibrate(prof, tmp_path, calibration.Plan(
-        runs=1, slowdowns=(0.5,), out=out, append=True), _Silent())
+        runs=1, slowdowns=(0.5,), out=out, append=True), LinesReporter())
     assert [r["planted"] for r in doc["runs"]] == [0.0, 0.0, 0.5]
     assert json.loads(out.read_text())["runs"] == json.loads(json.dumps(doc["runs"]))
     assert not journal.exists()
@@ -421,7 +422,7 @@ def test_a_time_limit_starts_only_the_runs_that_fit_and_writes_those(tmp_path,
         return rec | {"wall_s": took}
 
     monkeypatch.setattr(calibration, "run_job", timed)
-    say = _Silent()
+    say = LinesReporter()
     out = tmp_path / "cal.json"
     doc = calibration.calibrate(prof, tmp_path, calibration.Plan(
         runs=3, slowdowns=(0.5,), out=out, time_limit=450), say)
@@ -461,17 +462,3 @@ def test_a_journal_cut_off_mid_line_loses_that_line_only(tmp_path):
     journal.write_text("\n".join([lines[0], "not json", *lines[1:]]) + "\n")
     with pytest.raises(PatchgateError, match=r"runs\.jsonl: line 2 is not JSON"):
         calibration_journal.read(journal)
-
-
-class _Silent:
-    def __init__(self):
-        self.lines = []
-
-    def say(self, text):
-        self.lines.append(text)
-
-    def progress(self, total, desc):
-        from patchgate.report.console import Silent
-
-        return Silent(total)
-

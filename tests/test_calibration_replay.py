@@ -7,6 +7,7 @@ import copy
 import json
 
 import pytest
+from fakes import LinesReporter
 
 from patchgate.cli import main
 from patchgate.errors import EXIT_ERROR, PatchgateError
@@ -28,7 +29,7 @@ def measured(tmp_path_factory):
         prof = get_profile("default").with_overrides(rounds=8, warmup=0, max_looks=1,
                                                      settle_s=0.0)
         doc = calibration.calibrate(prof, out.parent, calibration.Plan(
-            runs=1, slowdowns=(0.5,), out=out), _Silent())
+            runs=1, slowdowns=(0.5,), out=out), LinesReporter())
     finally:
         mp.undo()
     return out, doc
@@ -119,16 +120,6 @@ def test_the_command_replays_a_file_and_names_a_missing_one(measured, capsys, tm
     broken.write_text(json.dumps({"kind": "something else"}))
     assert main(["calibrate", "--replay", str(broken)]) == EXIT_ERROR
     assert "not a calibration file" in capsys.readouterr().err
-
-
-class _Silent:
-    def say(self, text):
-        pass
-
-    def progress(self, total, desc):
-        from patchgate.report.console import Silent
-
-        return Silent(total)
 
 
 def test_a_scenario_left_undecided_means_another_look_as_in_the_gate(measured):

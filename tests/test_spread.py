@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
+from fakes import LinesReporter
 
 from patchgate.errors import PatchgateError
 from patchgate.profile import get_profile
@@ -272,7 +273,7 @@ def test_a_run_whose_node_dies_runs_again_elsewhere_or_fails_whole(three_nodes, 
     killer = threading.Timer(1.0, lambda: c.remove_node(nodes[-1]))
     killer.start()
     try:
-        doc = calibrate.calibrate(slow, tmp_path, plan, _Lines())
+        doc = calibrate.calibrate(slow, tmp_path, plan, LinesReporter())
     except PatchgateError as e:
         assert "failed on the Ray cluster" in e.message
         assert not (tmp_path / "cal.json").exists()
@@ -297,14 +298,6 @@ def slots_free(n: int, wait_s: float = 10.0) -> bool:
     return False
 
 
-class _Lines:
-    def say(self, text):
-        pass
-
-    def progress(self, total, desc):
-        from patchgate.report.console import Silent
-
-        return Silent(total)
 
 
 def test_a_pool_whose_node_dies_answers_on_the_others_or_fails_whole(three_nodes):
