@@ -43,9 +43,10 @@ def replay(doc: dict, prof, source: str) -> dict:
     (another look would follow: the gate looks again while a scenario is undecided, as a
     scenario alone slower rejects); beside it what the run's whole verdict was. Per
     kind, the counts of both."""
-    runs = [r for r in doc.get("runs", []) if r.get("first_look_s")]
+    every = doc.get("runs", [])
+    runs = [(i, r) for i, r in enumerate(every, start=1) if r.get("first_look_s")]
     if not runs:
-        raise PatchgateError(f"{source}: none of its {len(doc.get('runs', []))} run(s) "
+        raise PatchgateError(f"{source}: none of its {len(every)} run(s) "
                              "kept its first look's rounds (first_look_s)",
                              hint="replay a calibration measured since 2026-12-07 (the "
                              "runs record them since then)")
@@ -57,8 +58,7 @@ def replay(doc: dict, prof, source: str) -> dict:
                              "another test or rounds")
     scenarios = make_scenarios(prof)
     k = balanced_rounds(prof.rounds, len(LABELS))
-    rows = [_one(run, i, scenarios, prof, k, source)
-            for i, run in enumerate(doc["runs"], start=1) if run.get("first_look_s")]
+    rows = [_one(run, i, scenarios, prof, k, source) for i, run in runs]
     kinds = {}
     for fraction in sorted({r["planted"] for r in rows}):
         mine = [r for r in rows if r["planted"] == fraction]
@@ -70,7 +70,7 @@ def replay(doc: dict, prof, source: str) -> dict:
                                   evidence.ACCEPTED)}}
     return {"source": source, "profile": prof.name, "test": prof.test, "rounds": k,
             "threshold": prof.thresholds.latency, "alpha": prof.thresholds.alpha,
-            "max_looks": prof.max_looks, "skipped": len(doc.get("runs", [])) - len(runs),
+            "max_looks": prof.max_looks, "skipped": len(every) - len(runs),
             "kinds": kinds, "runs": rows}
 
 
@@ -93,7 +93,8 @@ def _one(run: dict, number: int, scenarios, prof, rounds: int, source: str) -> d
     samples = {lab: {n: kept[lab][n][:rounds] for n in names} for lab in LABELS}
     result = looks.judged(samples, scenarios, prof)
     decisions = result.decisions["current"]
-    if decide.slower(decisions):
+    slower = decide.slower(decisions)
+    if slower:
         first = SLOWER
     elif decide.pending(decisions) and prof.max_looks > 1:
         first = UNDECIDED  # the gate looks again at what is undecided, a scenario too
@@ -101,7 +102,7 @@ def _one(run: dict, number: int, scenarios, prof, rounds: int, source: str) -> d
         first = ACCEPTED if evidence.status(result) == evidence.ACCEPTED else UNDECIDED
     return {"run": number, "planted": run["planted"],
             "condition": run.get("condition", "quiet"), "first_look": first,
-            "slower": decide.slower(decisions),
+            "slower": slower,
             "score_ratio": decisions[decide.SCORE].comparison.ratio,
             "verdict": outcome_of(run), "verdict_looks": run.get("looks")}
 
