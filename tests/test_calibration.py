@@ -139,10 +139,10 @@ KINDS = {"A/A": {"planted": 0.0, "rejected": 1, "runs": 20, "rate": 0.05, "low":
 
 def test_reports_quote_the_measured_rates(tmp_path):
     store = BaselineStore(tmp_path, "default")
-    assert cal_file.quote(store) is None
+    assert cal_file.quotes(store) == []
     (tmp_path / "default").mkdir()
     store.calibration_path().write_text(json.dumps(_doc(KINDS)))
-    q = cal_file.quote(store)
+    (q,) = cal_file.quotes(store)
     assert q["text"] == "1/20 false alarms; 19/20 caught at 10 %"
     text = render(_doc(KINDS))  # a first-version file: rejections only
     assert "| A/A       | 1/20 (0-25 %)    | -              | -" in text
@@ -165,8 +165,8 @@ def test_a_planted_kind_that_measured_another_size_is_quoted_with_it(tmp_path):
     store = BaselineStore(tmp_path, "default")
     store.calibration_path().parent.mkdir()
     store.calibration_path().write_text(json.dumps(_doc(kinds)))
-    assert cal_file.quote(store)["text"] == ("1/20 false alarms; 19/20 caught at 5 % "
-                                             "(measured +21.7 %); 19/20 caught at 10 %")
+    assert cal_file.quotes(store)[0]["text"] == ("1/20 false alarms; 19/20 caught at 5 % "
+                                                 "(measured +21.7 %); 19/20 caught at 10 %")
     (note,) = [x for x in render(_doc(kinds)).splitlines() if x.startswith("note:")]
     assert note.startswith("note: the planted 5 % measured +21.7 % (quiet")
     assert measured_apart({"planted": 0.02, "median_score_ratio": 1.011}) is None
@@ -194,7 +194,7 @@ def test_reports_quote_rates_quiet_and_under_load_and_the_calibrated_noise(tmp_p
     store = BaselineStore(tmp_path, "default")
     store.calibration_path().parent.mkdir()
     store.calibration_path().write_text(json.dumps(doc))
-    q = cal_file.quote(store)
+    (q,) = cal_file.quotes(store)
     assert q["text"] == ("1/20 false alarms, 2/20 inconclusive; 20/20 caught at 10 % "
                          "(0/20 accepted); under load: 0/20 false alarms, 9/20 inconclusive; "
                          "12/20 caught at 10 % (0/20 accepted)")
@@ -208,7 +208,7 @@ def test_a_broken_calibration_file_is_an_error_naming_it(tmp_path):
     path.parent.mkdir()
     path.write_text(json.dumps({"kind": "something else"}))
     with pytest.raises(PatchgateError, match="calibration.json: not a calibration file"):
-        cal_file.quote(BaselineStore(tmp_path, "default"))
+        cal_file.quotes(BaselineStore(tmp_path, "default"))
 
 
 def test_calibrate_rejects_bad_arguments(capsys):

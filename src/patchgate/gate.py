@@ -27,7 +27,7 @@ from .patches.plan import plan, untested
 from .patches.probe import probe
 from .profile import Profile
 from .report.console import Reporter
-from .store import base, environment, history, workload, writes
+from .store import base, calibration, environment, history, workload, writes
 from .store import flips as flips_file
 from .store.baselines import BaselineStore
 from .verdict import accuracy, document, evidence
@@ -148,9 +148,10 @@ def _measure(run: _Run, configs: Configurations, scenario_set, guard, notes: lis
     reporter.phase("judge")
     compared = "current baseline" if not configs.same("current", "reference") or \
         run.stored["current"] else "reference"
-    cal = run.state.calibration
+    cal = calibration.pick(run.state.calibrations, env)  # this hardware class's rates
+    mine = (cal or {}).get("noise") if (cal or {}).get("this_runner") else None
     judgement = judge(prof, lat.latency, accuracy_doc, found.decision, compared_with=compared,
-                      allow_slower=opts.allow_slower, calibrated_noise=(cal or {}).get("noise"))
+                      allow_slower=opts.allow_slower, calibrated_noise=mine)
     if lat_spread:
         judgement["latency"]["spread"] = lat_spread
     offclock_notes = offclock.after_judgement(lat.latency.offclock,

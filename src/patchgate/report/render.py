@@ -119,8 +119,10 @@ def latency_lines(verdict: dict) -> list[str]:
         f"scenarios and the score); looks taken: {block['looks']}"
         + (f", {block['confirm_looks']} in fresh processes{_confirm_budget(block)}"
            if block.get("confirm_looks") else ""))
+    cal = verdict.get("calibration")
+    here = bool(cal) and cal.get("this_runner", True)  # verdicts before 2026-12-08: here
     if block.get("noise") is not None:
-        cal_noise = (verdict.get("calibration") or {}).get("noise")
+        cal_noise = (cal or {}).get("noise") if here else None
         beside = (f"; {block['noise'] / cal_noise:.1f}x the {100 * cal_noise:.2f} % "
                   "calibrated on this runner" if cal_noise else "")
         out.append(f"noise: {100 * block['noise']:.2f} % a round (robust SD of the "
@@ -129,10 +131,11 @@ def latency_lines(verdict: dict) -> list[str]:
         out.append(f"inputs: {block['inputs']}")
     if block.get("spread"):
         out.append(spread_line(block["spread"]))
-    cal = verdict.get("calibration")
     if cal:
-        out.append(f"measured on this runner ({(cal.get('created') or '')[:10]}): "
-                   f"{cal['text']}")
+        when = (cal.get("created") or "")[:10]
+        out.append(f"measured on this runner ({when}): {cal['text']}" if here else
+                   f"measured on another runner, not this one ({cal.get('runner')}, "
+                   f"{when}; `patchgate calibrate` measures this one): {cal['text']}")
     for cp in (verdict.get("history") or {}).get("change_points", []):
         out.append(f"drift in the history: the accepted score moved from {cp['before']:.1f} "
                    f"to {cp['after']:.1f} at {', '.join(cp['patches']) or 'a re-run'} "

@@ -67,12 +67,13 @@ class Base:
 class State:
     """A profile's stored state, read once before any patch code runs: the stored
     results by role (None where there is none), the history of logged changes, the
-    calibration quote (:func:`patchgate.store.calibration.quote`), and where they came
-    from (``base``: :meth:`Base.record`)."""
+    quotes of its calibration files, one per hardware class
+    (:func:`patchgate.store.calibration.quotes`; the run picks its own class's), and
+    where they came from (``base``: :meth:`Base.record`)."""
 
     results: dict
     history: list
-    calibration: dict | None
+    calibrations: list
     base: dict
 
 
@@ -84,7 +85,7 @@ def read(baselines_dir: Path, changelog: Path, profile: str, ref: str | None = N
         store = BaselineStore(base.baselines_dir, profile)
         try:
             return State({role: store.load(role) for role in ROLES}, store.history(),
-                         calibration.quote(store), base.record())
+                         calibration.quotes(store), base.record())
         except PatchgateError as e:  # name the file as the base holds it, not the copy
             message, hint = e.message, e.hint
             for scratch, shown in base.shown.items():

@@ -2,10 +2,15 @@
 quote them.
 
 ``patchgate calibrate`` (:mod:`patchgate.tools.calibrate`) measures the rates and writes
-``baselines/<profile>/calibration.json`` (:meth:`BaselineStore.calibration_path`);
-every verdict of that profile quotes it ("on this runner: 1/20 false alarms, 20/20
-caught at 5 %"). The file has ``kind`` and ``schema_version``; :func:`load` refuses
-others and says what to do.
+``baselines/<profile>/calibration.json`` (:meth:`BaselineStore.calibration_path`). The
+rates and the noise are those of one hardware class (the machine key of the file's
+environment fingerprint, :func:`patchgate.store.environment.machine_key`): a calibration
+of another class goes beside it, to ``calibration-<machine key>.json``
+(:func:`path_for`), and never replaces it. Every verdict of that profile quotes the file
+of its own class ("measured on this runner: 1/20 false alarms, 20/20 caught at 5 %"),
+else the profile's main file, saying it was measured on another runner
+(:func:`pick`). A file has ``kind`` and ``schema_version``; :func:`load` refuses others
+and says what to do.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from pathlib import Path
 
 from ..errors import PatchgateError
 from ..files import read_json
+from . import environment
 from .baselines import BaselineStore
 
 SCHEMA_VERSION = 2
@@ -72,20 +78,63 @@ def _text(kinds: dict) -> str:
     return "; ".join(parts)
 
 
-def quote(store: BaselineStore) -> dict | None:
-    """What a verdict says about the measured error rates of its profile, or None:
+def machine_of(doc: dict) -> str:
+    """The hardware class a calibration was measured on: its environment's machine key."""
+    return environment.machine_key(doc.get("environment") or {})
+
+
+def paths(store: BaselineStore) -> list[Path]:
+    """The profile's calibration files that exist: the main one first, then those of
+    other hardware classes (``calibration-<machine key>.json``), by name."""
+    main = store.calibration_path()
+    others = sorted(main.parent.glob(f"{main.stem}-*{main.suffix}"))
+    return [p for p in (main, *others) if p.exists()]
+
+
+def path_for(store: BaselineStore, env: dict) -> Path:
+    """Where a calibration measured in environment ``env`` goes: the main file where
+    there is none yet or it holds the same hardware class; else the class's own file
+    beside it (a broken main file is an error naming it)."""
+    main = store.calibration_path()
+    doc = load(main)
+    key = environment.machine_key(env)
+    if doc is None or machine_of(doc) == key:
+        return main
+    return main.with_name(f"{main.stem}-{key}{main.suffix}")
+
+
+def quotes(store: BaselineStore) -> list[dict]:
+    """The quote (:func:`quote`) of every calibration file of the profile, the main
+    file's first; ``[]`` where there is none."""
+    return [quote(load(p)) for p in paths(store)]
+
+
+def pick(found: list[dict], env: dict) -> dict | None:
+    """The quote a verdict measured in ``env`` gives: that of its own hardware class
+    (``this_runner`` True), else the main file's (``this_runner`` False: its rates and
+    noise are another machine's, the verdict says so and compares no noise with them);
+    None where the profile has no calibration."""
+    key = environment.machine_key(env)
+    for q in found:
+        if q["machine"] == key:
+            return {**q, "this_runner": True}
+    return {**found[0], "this_runner": False} if found else None
+
+
+def quote(doc: dict) -> dict:
+    """What a verdict says about the measured error rates of a calibration ``doc``:
     "1/20 false alarms, 0/20 inconclusive; 20/20 caught at 10 % (0/20 accepted)", per
-    condition, and the A/A noise the runner had when calibrated (``noise``, quiet)."""
-    doc = load(store.calibration_path())
-    if doc is None:
-        return None
+    condition, the A/A noise the runner had when calibrated (``noise``, quiet), and the
+    hardware class (``machine``) and machine (``runner``) it was measured on."""
     summary = doc["summary"]
     conditions = summary.get("conditions") or {"quiet": summary["kinds"]}
     texts = {cond: _text(kinds) for cond, kinds in conditions.items()}
     text = texts.get("quiet") or next(iter(texts.values()))
     if "load" in texts:
         text += f"; under load: {texts['load']}"
+    env = doc.get("environment") or {}
     return {"text": text, "created": doc.get("created"), "settings": doc.get("settings"),
-            "cpu": (doc.get("environment") or {}).get("cpu_model"),
+            "cpu": env.get("cpu_model"), "machine": machine_of(doc),
+            "runner": environment.describe(env),
             "kinds": summary["kinds"], "conditions": texts,
             "noise": (summary.get("noise") or {}).get("quiet")}

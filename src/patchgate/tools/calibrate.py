@@ -37,7 +37,7 @@ from ..errors import PatchgateError, interrupted_by, interruption
 from ..report.console import Reporter
 from ..report.timing import time_line
 from ..stats import paired_t
-from ..store import baselines, calibration_journal, environment
+from ..store import baselines, calibration, calibration_journal, environment
 from ..store.calibration import KIND, SCHEMA_VERSION, load
 from ..verdict import evidence
 from .calibration_run import run_job
@@ -70,20 +70,28 @@ def _previous(target: Path, prof, env: dict) -> tuple[list[dict], list[dict]]:
     journal_path = calibration_journal.path_of(target)
     journal = calibration_journal.read(journal_path)
     hint = f"calibrate without --append (replaces {target}), or with the same settings"
+    now = {"profile": prof.name, "settings": _settings(prof), "environment": env}
     for where, head in ((target, doc), (journal_path, journal[0] if journal else None)):
-        if head is None:
-            continue
-        if head["profile"] != prof.name:
-            raise PatchgateError(f"{where}: calibrated for profile {head['profile']!r}",
-                                 hint=hint)
-        if head.get("settings") != _settings(prof):
-            raise PatchgateError(f"{where}: other settings {head.get('settings')} than now "
-                                 f"{_settings(prof)}", hint=hint)
-        differs = environment.same_environment(head.get("environment") or {}, env)
-        if differs:
-            raise PatchgateError(f"{where}: measured in another environment "
-                                 f"({', '.join(differs)})", hint=hint)
+        if head is not None:
+            same_calibration(where, head, now, hint)
     return list((doc or {}).get("runs") or []), journal[1] if journal else []
+
+
+def same_calibration(where: Path, head: dict, other: dict, hint: str) -> None:
+    """Runs of ``head`` (a calibration file's or journal's, read from ``where``) may join
+    those of ``other`` only with the same profile, settings and environment; else an
+    error naming the file and what differs."""
+    if head.get("profile") != other["profile"]:
+        raise PatchgateError(f"{where}: calibrated for profile {head.get('profile')!r}, "
+                             f"not {other['profile']!r}", hint=hint)
+    if head.get("settings") != other["settings"]:
+        raise PatchgateError(f"{where}: other settings {head.get('settings')} than "
+                             f"{other['settings']}", hint=hint)
+    differs = environment.same_environment(head.get("environment") or {},
+                                           other["environment"])
+    if differs:
+        raise PatchgateError(f"{where}: measured in another environment "
+                             f"({', '.join(differs)})", hint=hint)
 
 
 @dataclass(frozen=True)
@@ -121,8 +129,8 @@ def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
         raise PatchgateError(f"slowdowns must be fractions in (0, 1), got {slowdowns}",
                              hint="e.g. --slowdowns 0.02,0.05,0.1")
     store = baselines.BaselineStore(baselines_dir, prof.name)
-    target = out or store.calibration_path()
     env = environment.fingerprint(prof.engine, prof.device)
+    target = out or calibration.path_for(store, env)  # never another class's file
     journal = calibration_journal.path_of(target)
     stored, kept = _previous(target, prof, env) if append else ([], [])
     if not append and journal.exists():
@@ -182,21 +190,26 @@ def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
                      f"would have ended after --time-limit {plan.time_limit:g} s "
                      "(`--append` adds them later)")
     records = earlier + done  # in the interleaved order of the jobs, wherever they ran
-    kinds = sorted({r["planted"] for r in records} - {0.0})
-    doc = {
-        "schema_version": SCHEMA_VERSION, "kind": KIND, "profile": prof.name,
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "commit": baselines.git_commit(Path(baselines_dir).parent),
-        "environment": env,
-        "settings": _settings(prof),
-        "load": {"busy_processes": plan.load, "cpu_count": os.cpu_count()},
-        "wall_s": round(time.perf_counter() - t0, 1),
-        "summary": summarize(records, kinds),
-        "runs": records,
-    }
+    doc = document({"profile": prof.name, "environment": env, "settings": _settings(prof),
+                    "load": {"busy_processes": plan.load, "cpu_count": os.cpu_count()},
+                    "wall_s": round(time.perf_counter() - t0, 1)},
+                   records, baselines_dir)
     files.atomic_write_json(target, doc)
     calibration_journal.end(journal)
     return doc
+
+
+def document(head: dict, records: list[dict], baselines_dir: Path) -> dict:
+    """A calibration file's document: ``head`` (profile, environment, settings, load,
+    wall_s), the summary of the ``records`` and the records, stamped now and with the
+    commit of the checkout holding ``baselines_dir``."""
+    kinds = sorted({r["planted"] for r in records} - {0.0})
+    return {"schema_version": SCHEMA_VERSION, "kind": KIND, "profile": head["profile"],
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "commit": baselines.git_commit(Path(baselines_dir).parent),
+            "environment": head["environment"], "settings": head["settings"],
+            "load": head["load"], "wall_s": head["wall_s"],
+            "summary": summarize(records, kinds), "runs": records}
 
 
 def _run_jobs(plan: Plan, prof, jobs: list, said, reporter, *, deadline: float | None = None,
@@ -247,7 +260,9 @@ def add_command(sub, root: Path) -> None:
                    "runs come from calls of their own, --append)")
     c.add_argument("--baselines", type=Path, default=root / "baselines",
                    help="folder of stored results; the result goes to "
-                   "<baselines>/<profile>/calibration.json")
+                   "<baselines>/<profile>/calibration.json, or beside it to "
+                   "calibration-<machine key>.json where that file holds another "
+                   "hardware class")
     c.add_argument("--out", type=Path, help="write the calibration here instead")
     c.add_argument("--rounds", type=int, help="timed rounds per look (profile default)")
     c.add_argument("--append", action="store_true",
@@ -261,6 +276,11 @@ def add_command(sub, root: Path) -> None:
                    "calibration FILE again under --profile's rule (its test, rounds, "
                    "threshold, level), on the rounds the run measured; e.g. the t-test "
                    "profile against the signed-rank runs of the same machine")
+    c.add_argument("--merge", type=Path, nargs="+", metavar="FILE",
+                   help="measure nothing: add the runs of these calibration files (same "
+                   "profile, settings and machine, e.g. written with --out on another "
+                   "card) to the calibration of their hardware class under --baselines "
+                   "(or --out)")
     c.add_argument("--load", type=int, default=0, metavar="N",
                    help="also measure under load: N busy processes beside the gate, started "
                    "and ended around each loaded run (the runs are interleaved with quiet "
@@ -293,6 +313,13 @@ def handle(args) -> int:
         if args.rounds < 2:
             raise PatchgateError("--rounds must be at least 2", hint="use 5 or more")
         profile = profile.with_overrides(rounds=args.rounds)
+    if args.merge:
+        from .calibration_merge import merge
+
+        target, doc = merge(args.merge, args.baselines, args.out)
+        print(f"{len(doc['runs'])} run(s) in {target}")
+        print(render(doc))
+        return 0
     if args.replay is not None:
         from .calibration_replay import render as render_replay
         from .calibration_replay import replay
