@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 
 import pytest
 from fakes import LinesReporter
@@ -137,3 +138,23 @@ def test_a_scenario_left_undecided_means_another_look_as_in_the_gate(measured):
         rounds=8, max_looks=m), str(out))["runs"]}[0.0] for m in (1, 3)}
     assert rows[3]["first_look"] == "undecided"
     assert rows[1]["first_look"] == "accepted"
+
+
+def test_the_replay_shows_the_order_effect_of_the_first_looks(measured):
+    """A configuration timed second in a round planted 10 % slower at prefill_b1 (and
+    only there): the replay names it there, and the spread it leaves."""
+    out, doc = measured
+    doc = copy.deepcopy(doc)
+    for run in doc["runs"]:
+        kept = run["first_look_s"]
+        for lab, second in (("candidate", 1), ("current", 0)):  # candidate first in round 1
+            xs = kept[lab]["prefill_b1"]
+            kept[lab]["prefill_b1"] = [x * 1.1 if i % 2 == second else x
+                                       for i, x in enumerate(xs)]
+    rep = replay(doc, get_profile("default").with_overrides(rounds=8), str(out))
+    order = rep["order"]
+    assert order["prefill_b1"]["effect"] == pytest.approx(100 * math.log(1.1), abs=1.5)
+    assert order["prefill_b1"]["sd_without"] < order["prefill_b1"]["sd"]
+    assert all(abs(o["effect"]) < 3 for name, o in order.items() if name != "prefill_b1")
+    text = render(rep)
+    assert "timed second vs first" in text and "| prefill_b1" in text

@@ -146,3 +146,22 @@ def shift_interval(candidate: Sequence[float], baseline: Sequence[float], a: flo
     if k == 0:
         return estimate, -math.inf, math.inf
     return estimate, diffs[k - 1], diffs[len(diffs) - k]
+
+
+def order_effect(diffs: Sequence[float]) -> tuple[float, float, float]:
+    """Paired differences of rounds whose order alternates (round 1: A then B, round 2:
+    B then A, ...; each ``log(A / B)``): ``(effect, sd, sd_without)``. ``effect`` is
+    half the mean of the rounds where A went second minus that of the rounds where it
+    went first: how much slower a configuration is timed second than first (the
+    balanced order cancels it from the mean, not from the spread); ``sd`` the standard
+    deviation of the differences, ``sd_without`` theirs once it is removed (one degree
+    of freedom more spent). Needs at least 5 rounds."""
+    values = _nonempty(diffs, "diffs")
+    if len(values) < 5:
+        raise ValueError("order_effect needs at least 5 rounds")
+    first, second = values[0::2], values[1::2]
+    effect = (statistics.fmean(second) - statistics.fmean(first)) / 2
+    centred = [x + effect if i % 2 == 0 else x - effect for i, x in enumerate(values)]
+    mean = statistics.fmean(centred)
+    sd_without = math.sqrt(sum((x - mean) ** 2 for x in centred) / (len(values) - 2))
+    return effect, statistics.stdev(values), sd_without

@@ -16,10 +16,13 @@ Pure but for reading the profile's scenarios: records in, decisions out.
 
 from __future__ import annotations
 
+import math
+
 from ..errors import PatchgateError
 from ..latency import decide, looks
 from ..latency.measure import balanced_rounds
 from ..latency.scenarios import make_scenarios
+from ..stats import median, order_effect
 from ..verdict import evidence
 from .calibration_summary import label, outcome_of
 
@@ -71,7 +74,29 @@ def replay(doc: dict, prof, source: str) -> dict:
     return {"source": source, "profile": prof.name, "test": prof.test, "rounds": k,
             "threshold": prof.thresholds.latency, "alpha": prof.thresholds.alpha,
             "max_looks": prof.max_looks, "skipped": len(every) - len(runs),
-            "kinds": kinds, "runs": rows}
+            "kinds": kinds, "runs": rows,
+            "order": order_effects([r for _, r in runs], [s.name for s in scenarios])}
+
+
+def order_effects(runs: list[dict], names: list[str]) -> dict:
+    """Per scenario, over the ``runs``' whole first looks (the candidate timed first in
+    rounds 1, 3, ...: :func:`patchgate.latency.measure.orders`): the median of each
+    run's order effect (:func:`patchgate.stats.order_effect`, in %: how much slower a
+    configuration is timed second in a round than first) and of the spread of its
+    paired log ratios before and after removing it (``sd``, ``sd_without``, %)."""
+    out = {}
+    for name in names:
+        found = []
+        for run in runs:
+            c, u = run["first_look_s"]["candidate"][name], run["first_look_s"]["current"][name]
+            diffs = [100 * math.log(a / b) for a, b in zip(c, u, strict=False)]
+            if len(diffs) >= 5:
+                found.append(order_effect(diffs))
+        if found:
+            out[name] = {"effect": median([f[0] for f in found]),
+                         "sd": median([f[1] for f in found]),
+                         "sd_without": median([f[2] for f in found]), "runs": len(found)}
+    return out
 
 
 def _one(run: dict, number: int, scenarios, prof, rounds: int, source: str) -> dict:
@@ -127,8 +152,15 @@ def render(rep: dict) -> str:
     table = tabulate(rows, headers=["kind", "runs", "first look: slower", "accepted",
                                     "undecided", "whole verdict: rejected / inconclusive / "
                                     "accepted"], tablefmt="github")
+    order = tabulate([[name, f"{o['effect']:+.2f} %", f"{o['sd']:.2f} %",
+                       f"{o['sd_without']:.2f} %"] for name, o in rep["order"].items()],
+                     headers=["scenario", "timed second vs first", "spread of a round",
+                              "without the order effect"], tablefmt="github")
     return (f"{head}\n\n{table}\n\n"
             "A first look found slower goes on to the confirmation in fresh engines, an "
             "undecided one to another look; the whole verdicts are the runs' own, under "
             "the rule they ran with. Not an error rate of this rule: only a calibration "
-            "of its profile measures that.")
+            "of its profile measures that.\n\n"
+            f"The order within a round, over all {len(rep['runs'])} first looks (medians; "
+            "the balanced order cancels the effect from the estimate, not from the "
+            f"spread):\n\n{order}")
