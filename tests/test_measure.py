@@ -118,3 +118,39 @@ def test_a_repeated_scenario_samples_the_mean_of_k_calls_on_ids_of_their_own():
     assert len(others) == 2 * 3 + 2 * 3 * 2  # the other scenarios: one call a sample
     assert samples["a"]["prefill_b1"] == pytest.approx([0.002, 0.002])  # the mean
     assert samples["b"]["decode_b2"] == pytest.approx([0.001, 0.001])
+
+
+def test_a_primed_scenario_times_its_samples_after_an_untimed_call_of_its_own():
+    """Engines whose call is 5 ms slower when the call before it was the other one's
+    (cold): unprimed, every sample pays it; primed, one untimed call of the same shape
+    on the same engine comes first, on ids of its own (the same for both), and no
+    timed call pays it."""
+    prof = get_profile("default").with_overrides(
+        lengths=Lengths(prefill_input=4, prefill_output=1, decode_input=2, decode_output=3),
+        batch_sizes=(1,), warmup=0, rounds=2, settle_s=0.0, repeats={"prefill_b1": 2})
+    scenarios = make_scenarios(prof)
+    last: list = [None]
+
+    class Cold(Counting):
+        def timed_generate(self, batch, n):
+            from patchgate.engines.base import Timing
+
+            cold = last[0] not in (None, self.label)
+            last[0] = self.label
+            self.seen.append((self.label, tuple(map(tuple, batch)), n))
+            return Timing(0.001 + 0.005 * cold, tuple(row[0] for row in batch))
+
+    seen: list = []
+    plain = measure({lb: Cold(lb, seen) for lb in "ab"}, scenarios, Rounds.of(prof))
+    assert plain["a"]["decode_b1"][1] == pytest.approx(0.006)  # after b's call: cold
+    assert plain["b"]["prefill_b1"][0] == pytest.approx(0.0035)  # after a's: 1 of 2 cold
+    seen.clear()
+    last[0] = None
+    primed = prof.with_overrides(primed=("prefill_b1", "decode_b1"))
+    samples = measure({lb: Cold(lb, seen) for lb in "ab"}, scenarios, Rounds.of(primed))
+    assert all(x == pytest.approx(0.001) for lb in "ab" for v in samples[lb].values()
+               for x in v)
+    b1 = [(who, ids) for who, ids, _ in seen if len(ids[0]) == 4]  # prefill_b1 calls
+    assert len(b1) == 2 * 2 * (2 + 1)  # rounds x configurations x (2 timed + the primer)
+    first = [ids for _, ids in b1[:3]], [ids for _, ids in b1[3:6]]
+    assert first[0] == first[1] and len(set(first[0])) == 3  # the primer's ids its own

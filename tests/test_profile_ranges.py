@@ -159,3 +159,18 @@ def test_repeats_name_scenarios_of_the_profile_and_count_calls(tmp_path, body, s
     with pytest.raises(PatchgateError) as e:
         profiles.load(path)
     assert says in str(e.value)
+
+
+def test_primed_names_scenarios_of_the_profile(tmp_path):
+    from patchgate.errors import PatchgateError
+    from patchgate.profile import load as profiles
+
+    path = tmp_path / "mine.toml"
+    body = ('description = "x"\nmodel = "models/default"\nengine = "transformers"\n'
+            'primed = [{}]\n[lengths]\nprefill_input = 8\nprefill_output = 1\n'
+            "decode_input = 4\ndecode_output = 2\n")
+    path.write_text(body.format('"prefill_b1", "prefill_b3"'))
+    with pytest.raises(PatchgateError, match="primed names 'prefill_b3', not a scenario"):
+        profiles.load(path)
+    path.write_text(body.format('"prefill_b1"'))
+    assert profiles.load(path).primed == ("prefill_b1",)

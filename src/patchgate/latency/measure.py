@@ -34,7 +34,8 @@ The first ``warmup`` rounds are thrown away (their calls may stop after
 samples of the others are kept. A scenario the profile ``repeats`` k times is sampled
 as the mean of k back-to-back calls of one configuration, each on token ids of its own
 (the same k for every configuration): a very short call's jitter shrinks, and a sample
-still compares the same inputs.
+still compares the same inputs. A scenario the profile lists as ``primed`` has one
+untimed call of its own shape on the same engine right before each timed sample.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class Rounds:
     first: int = 0  # the index of the first round: each round draws its own token ids
     warmup_tokens: int | None = None  # a warm-up call's output, at most (None: whole)
     repeats: dict = field(default_factory=dict)  # {scenario: calls a timed sample averages}
+    primed: frozenset = frozenset()  # scenarios whose timed samples follow an untimed call
 
     @classmethod
     def of(cls, profile, warmup: bool = True, first: int = 0, rounds: int | None = None
@@ -70,7 +72,8 @@ class Rounds:
         rounds numbered from ``first`` (looks and confirmations use their own ranges);
         ``rounds`` timed rounds instead of the profile's (a confirmation's)."""
         return cls(rounds or profile.rounds, profile.warmup if warmup else 0, profile.seed,
-                   profile.settle_s, first, profile.warmup_tokens, dict(profile.repeats))
+                   profile.settle_s, first, profile.warmup_tokens, dict(profile.repeats),
+                   frozenset(profile.primed))
 
     def calls(self, scenario: Scenario, timed: bool) -> int:
         """Back-to-back calls of one sample: the profile's ``repeats``, 1 in a warm-up."""
@@ -122,11 +125,14 @@ def measure(engines: Mapping[str, Engine], scenarios: list[Scenario], rounds: Ro
 
     def call(label: str, s: Scenario, r: int, timed: bool) -> float:
         k = rounds.calls(s, timed)
+        primer = timed and s.name in rounds.primed
         key = (s.name, rounds.first + r)
-        if key not in batch or len(batch[key]) < k:  # the same for every configuration
+        if key not in batch or len(batch[key]) < k + primer:  # the same for every config
             batch.clear()
             batch[key] = [prompt_ids(s, vocab, rounds.seed, rounds.first + r, part=j)
-                          for j in range(k)]
+                          for j in range(k + primer)]
+        if primer:  # untimed, on ids of its own (the last part), just before the sample
+            engines[label].timed_generate(batch[key][k], rounds.output_len(s, timed))
         before = meter.start(label) if timed else None
         t0 = time.perf_counter()
         timings = [engines[label].timed_generate(ids, rounds.output_len(s, timed))

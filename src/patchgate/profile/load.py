@@ -309,6 +309,10 @@ def _check_ranges(p: Profile, where: _Where) -> None:
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             where.fail(f"repeats.{name}", f"= {k!r} is out of range (allowed: an integer "
                        ">= 1)", "the calls a sample of that scenario averages, e.g. 10")
+    for name in p.primed:
+        if name not in names:
+            where.fail("primed", f"names {name!r}, not a scenario of this profile",
+                       f"name scenarios of {', '.join(names)}")
     for i, c in enumerate(p.serving.concurrencies):
         if c is not None and c < 1:
             where.fail(f"serving.concurrencies[{i}]", f"= {c!r} is out of range (allowed: "

@@ -103,6 +103,12 @@ class Profile:
     # noise (prefill 1 x 2048 took 54 ms on an H100, its rounds 6 % apart, the decodes
     # 1-2 %): k calls cost little and cut that jitter by about sqrt(k).
     repeats: dict = field(default_factory=dict)
+    # Scenarios whose every timed sample follows one untimed call of the same scenario on
+    # the same engine (fresh ids): the sample then never starts cold after the other
+    # configuration's calls. On an H200 (docs/gpu-runs/2026-12-07f) the configuration
+    # timed second in a round was 2-3 % slower at prefill_b1, an order effect that
+    # widened the intervals; an experiment so far (docs/gpu-runs/profiles).
+    primed: tuple[str, ...] = ()
     # The budget of an undecided comparison: at most this many looks of ``rounds``
     # rounds each (the first included); every look tests at alpha / max_looks.
     max_looks: int = 3

@@ -59,6 +59,8 @@ def _settings(prof) -> dict:
         out["test"] = prof.test
     if prof.repeats:
         out["repeats"] = dict(prof.repeats)
+    if prof.primed:
+        out["primed"] = list(prof.primed)
     return out
 
 
