@@ -120,7 +120,7 @@ def latency_lines(verdict: dict) -> list[str]:
         + (f", {block['confirm_looks']} in fresh processes{_confirm_budget(block)}"
            if block.get("confirm_looks") else ""))
     cal = verdict.get("calibration")
-    here = bool(cal) and cal.get("this_runner", True)  # verdicts before 2026-12-08: here
+    here = bool(cal) and cal.get("this_runner", True)  # older verdicts: their own class
     if block.get("noise") is not None:
         cal_noise = (cal or {}).get("noise") if here else None
         beside = (f"; {block['noise'] / cal_noise:.1f}x the {100 * cal_noise:.2f} % "
