@@ -122,7 +122,7 @@ def test_planted_gpu_rows_are_aligned_on_the_8b_shape():
 
 
 def _doc(kinds: dict) -> dict:
-    return {"schema_version": 1, "kind": calibration.KIND, "profile": "default",
+    return {"schema_version": 1, "kind": cal_file.KIND, "profile": "default",
             "created": "2026-12-05T00:00:00+00:00", "environment": {"cpu": "x"},
             "settings": {"rounds": 10, "max_looks": 3, "threshold": 0.05, "alpha": 0.05,
                          "confirm": True},

@@ -17,6 +17,7 @@ from patchgate.store import calibration as cal_file
 from patchgate.store import environment
 from patchgate.store.baselines import BaselineStore
 from patchgate.tools import calibrate as calibration
+from patchgate.tools import calibration_file
 from patchgate.tools.calibration_merge import merge
 
 H100 = {"cpu_model": "Intel Xeon", "cpu_count": 16, "gpu_name": "NVIDIA H100 80GB HBM3",
@@ -32,9 +33,9 @@ def _run(planted: float, outcome: str, ratio: float) -> dict:
 
 
 def _doc(env: dict, runs: list[dict], profile: str = "h200-minicpm8b") -> dict:
-    return calibration.document({"profile": profile, "environment": env,
-                                 "settings": SETTINGS, "load": {}, "wall_s": 300.0 * len(runs)},
-                                runs, "/nonexistent")
+    head = {"profile": profile, "environment": env, "settings": SETTINGS, "load": {},
+            "wall_s": 300.0 * len(runs)}
+    return calibration_file.document(head, runs, "/nonexistent")
 
 
 def _store(tmp_path, env: dict = H100) -> BaselineStore:

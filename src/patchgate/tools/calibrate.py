@@ -29,7 +29,6 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from .. import files
@@ -38,10 +37,11 @@ from ..report.console import Reporter
 from ..report.timing import time_line
 from ..stats import paired_t
 from ..store import baselines, calibration, calibration_journal, environment
-from ..store.calibration import KIND, SCHEMA_VERSION, load
+from ..store.calibration import load
 from ..verdict import evidence
+from .calibration_file import document, same_calibration
 from .calibration_run import run_job
-from .calibration_summary import expected_s, kinds_of, label, outcome_of, summarize
+from .calibration_summary import expected_s, kinds_of, label, outcome_of
 
 
 def _settings(prof) -> dict:
@@ -77,23 +77,6 @@ def _previous(target: Path, prof, env: dict) -> tuple[list[dict], list[dict]]:
         if head is not None:
             same_calibration(where, head, now, hint)
     return list((doc or {}).get("runs") or []), journal[1] if journal else []
-
-
-def same_calibration(where: Path, head: dict, other: dict, hint: str) -> None:
-    """Runs of ``head`` (a calibration file's or journal's, read from ``where``) may join
-    those of ``other`` only with the same profile, settings and environment; else an
-    error naming the file and what differs."""
-    if head.get("profile") != other["profile"]:
-        raise PatchgateError(f"{where}: calibrated for profile {head.get('profile')!r}, "
-                             f"not {other['profile']!r}", hint=hint)
-    if head.get("settings") != other["settings"]:
-        raise PatchgateError(f"{where}: other settings {head.get('settings')} than "
-                             f"{other['settings']}", hint=hint)
-    differs = environment.same_environment(head.get("environment") or {},
-                                           other["environment"])
-    if differs:
-        raise PatchgateError(f"{where}: measured in another environment "
-                             f"({', '.join(differs)})", hint=hint)
 
 
 @dataclass(frozen=True)
@@ -199,19 +182,6 @@ def calibrate(prof, baselines_dir: Path, plan: Plan, reporter) -> dict:
     files.atomic_write_json(target, doc)
     calibration_journal.end(journal)
     return doc
-
-
-def document(head: dict, records: list[dict], baselines_dir: Path) -> dict:
-    """A calibration file's document: ``head`` (profile, environment, settings, load,
-    wall_s), the summary of the ``records`` and the records, stamped now and with the
-    commit of the checkout holding ``baselines_dir``."""
-    kinds = sorted({r["planted"] for r in records} - {0.0})
-    return {"schema_version": SCHEMA_VERSION, "kind": KIND, "profile": head["profile"],
-            "created": datetime.now(UTC).isoformat(timespec="seconds"),
-            "commit": baselines.git_commit(Path(baselines_dir).parent),
-            "environment": head["environment"], "settings": head["settings"],
-            "load": head["load"], "wall_s": head["wall_s"],
-            "summary": summarize(records, kinds), "runs": records}
 
 
 def _run_jobs(plan: Plan, prof, jobs: list, said, reporter, *, deadline: float | None = None,

@@ -7,7 +7,7 @@ apart. Merged, their runs are one calibration: the file ``--append`` on that mac
 would have taken (:func:`patchgate.store.calibration.path_for`: the profile's main file
 where it holds that class, else ``calibration-<machine key>.json`` beside it), its own
 runs first, then each file's in the order given. Every file must be of the same
-profile, settings and environment (:func:`.calibrate.same_calibration`); the summary
+profile, settings and environment (:func:`.calibration_file.same_calibration`); the summary
 is computed again from the runs.
 """
 
@@ -19,7 +19,7 @@ from .. import files
 from ..errors import PatchgateError
 from ..store import calibration
 from ..store.baselines import BaselineStore
-from .calibrate import document, same_calibration
+from .calibration_file import document, same_calibration
 
 
 def merge(sources: list[Path], baselines_dir: Path, out: Path | None = None
