@@ -147,3 +147,10 @@ def test_merge_through_the_command_line(tmp_path, capsys):
     assert "1 run(s) in" in capsys.readouterr().out and out.exists()
     assert main(["calibrate", "--merge", str(tmp_path / "none.json")]) == EXIT_ERROR
     assert "none.json does not exist" in capsys.readouterr().err
+
+
+def test_only_a_quote_of_this_runners_class_gives_a_noise_to_compare_with():
+    assert cal_file.own_noise(None) is None
+    assert cal_file.own_noise({"noise": 0.01}) == 0.01  # a verdict from before the classes
+    assert cal_file.own_noise({"noise": 0.01, "this_runner": True}) == 0.01
+    assert cal_file.own_noise({"noise": 0.01, "this_runner": False}) is None

@@ -149,9 +149,9 @@ def _measure(run: _Run, configs: Configurations, scenario_set, guard, notes: lis
     compared = "current baseline" if not configs.same("current", "reference") or \
         run.stored["current"] else "reference"
     cal = calibration.pick(run.state.calibrations, env)  # this hardware class's rates
-    mine = (cal or {}).get("noise") if (cal or {}).get("this_runner") else None
     judgement = judge(prof, lat.latency, accuracy_doc, found.decision, compared_with=compared,
-                      allow_slower=opts.allow_slower, calibrated_noise=mine)
+                      allow_slower=opts.allow_slower,
+                      calibrated_noise=calibration.own_noise(cal))
     if lat_spread:
         judgement["latency"]["spread"] = lat_spread
     offclock_notes = offclock.after_judgement(lat.latency.offclock,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
+from ..store.calibration import own_noise
 from ..verdict.judge import together
 from .caveats import caveats, device
 from .timing import time_line
@@ -120,9 +121,8 @@ def latency_lines(verdict: dict) -> list[str]:
         + (f", {block['confirm_looks']} in fresh processes{_confirm_budget(block)}"
            if block.get("confirm_looks") else ""))
     cal = verdict.get("calibration")
-    here = bool(cal) and cal.get("this_runner", True)  # older verdicts: their own class
     if block.get("noise") is not None:
-        cal_noise = (cal or {}).get("noise") if here else None
+        cal_noise = own_noise(cal)
         beside = (f"; {block['noise'] / cal_noise:.1f}x the {100 * cal_noise:.2f} % "
                   "calibrated on this runner" if cal_noise else "")
         out.append(f"noise: {100 * block['noise']:.2f} % a round (robust SD of the "
@@ -133,6 +133,7 @@ def latency_lines(verdict: dict) -> list[str]:
         out.append(spread_line(block["spread"]))
     if cal:
         when = (cal.get("created") or "")[:10]
+        here = cal.get("this_runner", True)  # older verdicts: their own class's
         out.append(f"measured on this runner ({when}): {cal['text']}" if here else
                    f"measured on another runner, not this one ({cal.get('runner')}, "
                    f"{when}; `patchgate calibrate` measures this one): {cal['text']}")

@@ -121,6 +121,15 @@ def pick(found: list[dict], env: dict) -> dict | None:
     return {**found[0], "this_runner": False} if found else None
 
 
+def own_noise(quote: dict | None) -> float | None:
+    """The calibrated A/A noise a verdict's own noise may be compared with: that of a
+    quote of its own hardware class (a verdict's quote from before ``this_runner`` was
+    recorded counts as its own); None for another runner's quote, or none."""
+    if not quote or not quote.get("this_runner", True):
+        return None
+    return quote.get("noise")
+
+
 def quote(doc: dict) -> dict:
     """What a verdict says about the measured error rates of a calibration ``doc``:
     "1/20 false alarms, 0/20 inconclusive; 20/20 caught at 10 % (0/20 accepted)", per
