@@ -28,6 +28,7 @@
 #   bash docs/gpu-runs/gpu.sh planted NAME FRACTION  # calibrate's planted patch -> /tmp/planted/NAME
 #   LIMIT=560 bash docs/gpu-runs/gpu.sh guard ...    # the guard ended (SIGINT) after LIMIT s
 #   LIMIT=560 bash docs/gpu-runs/gpu.sh calibrate NAME ARGS...  # the runs that fit LIMIT s
+#   SMI=200 ... calibrate NAME ARGS...               # the GPU's clocks beside it, smi-NAME.csv
 #   bash docs/gpu-runs/gpu.sh ray NAME ARGS...       # issue 33: `python3 -m patchgate ARGS
 #                                                    #   --ray auto` on a one-node Ray head
 #
@@ -188,13 +189,26 @@ calibrate)
   # issue 32: `patchgate calibrate ARGS` that starts no run it cannot finish within LIMIT
   # seconds (--time-limit LIMIT-20: the runs that ran go into the file), under a SIGINT
   # backstop at LIMIT (a run cut off stays out; the finished ones are in the journal)
+  # (SMI=MS: the GPU's SM clock, power, temperature and clock-event reasons every MS
+  # milliseconds during the run, in /tmp/logs/smi-NAME.csv, by nvidia-smi in a process
+  # of its own; the log's lines stamped with the wall clock to line them up)
   name=$1; shift
   limit=${LIMIT:-560}
+  smi=
+  if [ -n "${SMI:-}" ]; then
+    nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
+      --format=csv,nounits -lms "$SMI" > "/tmp/logs/smi-$name.csv" 2>&1 & smi=$!
+  fi
   timeout --signal=INT --kill-after=30 "$limit" \
     python3 -m patchgate calibrate --baselines "$BL" --time-limit $(( limit - 20 )) "$@" \
-    2>&1 | tee "/tmp/logs/calibrate-$name.log" \
-    | grep -v "^\s*$" | grep -v "^\[rank\|Capturing\|it/s\]" | tail -n 40
+    2>&1 | while IFS= read -r line; do
+      if [ -n "$smi" ]; then printf '%s %s\n' "$(date +%s.%N | cut -c1-14)" "$line"
+      else printf '%s\n' "$line"; fi
+    done | tee "/tmp/logs/calibrate-$name.log" \
+    | grep -v "^\([0-9.]* \)\?\s*$" | grep -v "^\([0-9.]* \)\?\[rank\|Capturing\|it/s\]" \
+    | tail -n 40
   echo "exit: ${PIPESTATUS[0]}"
+  if [ -n "$smi" ]; then kill "$smi" 2>/dev/null; fi
   ;;
 ray)
   # issue 33: a Ray head on this machine (its GPUs, one bench slot), `python3 -m patchgate
