@@ -244,3 +244,21 @@ def test_rounds_needed_shrink_with_the_distance_to_the_threshold():
     far = rounds_needed(dict(item, ratio=1.00, ci_low=0.96, ci_high=1.04), 0.05)
     assert far < near
     assert rounds_needed(dict(item, ratio=1.049), 0.05) is None  # at the threshold
+
+
+def test_the_noise_is_measured_between_two_engines_never_one_engine_with_itself():
+    from patchgate.verdict.evidence import noise
+
+    cur, ref = samples(noise=0.02, seed=1), samples(noise=0.02, seed=3)
+    lat = judged({"candidate": cur, "current": cur, "reference": ref}, SCEN, PROFILE)
+    assert noise(lat) is None  # the candidate's own rounds against themselves
+    lat.same_as_current = True  # the gate's case: the candidate is the current baseline
+    against_ref = noise(lat)
+    assert against_ref is not None and 0.005 < against_ref < 0.1
+    assert against_ref == noise(lat, "reference")
+    one = judged({"candidate": cur, "current": cur, "reference": cur}, SCEN, PROFILE)
+    one.same_as_current = True  # no patches anywhere: one engine, no noise to report
+    assert noise(one) is None
+    other = judged({"candidate": samples(noise=0.02, seed=2), "current": cur,
+                    "reference": ref}, SCEN, PROFILE)
+    assert noise(other) == noise(other, "current") != noise(other, "reference")

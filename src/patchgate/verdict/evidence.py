@@ -39,14 +39,22 @@ def status(lat) -> str:
     return INCONCLUSIVE
 
 
-def noise(lat, comparison: str = "current") -> float | None:
+def noise(lat, comparison: str | None = None) -> float | None:
     """Robust SD of the score-weighted per-round log ratios, candidate vs ``comparison``
-    (the first processes' rounds): the run's noise, on the scale of the score."""
+    (the first processes' rounds): the run's noise, on the scale of the score. By
+    default against the current baseline, or against the reference where the candidate
+    is the current baseline (one engine: its rounds compared with themselves say
+    nothing). None where the two are one engine (every round's ratio exactly 1) or too
+    few rounds were kept."""
+    if comparison is None:
+        comparison = "reference" if lat.same_as_current else "current"
     if comparison not in lat.samples or not lat.weights:
         return None
     diffs = decide.differences(lat.samples["candidate"], lat.samples[comparison])
     pooled = stats.pooled_differences(diffs, lat.weights)
-    return stats.robust_sd(pooled) if len(pooled) >= 3 else None
+    if len(pooled) < 3 or not any(pooled):
+        return None
+    return stats.robust_sd(pooled)
 
 
 def rounds_needed(item: dict, threshold: float) -> int | None:
