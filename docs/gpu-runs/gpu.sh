@@ -62,6 +62,13 @@ launch_train() {
     > "/tmp/train/$name.log" 2>&1 < /dev/null &
 }
 
+# Each line of stdin with the wall clock in front (bash 5's $EPOCHREALTIME: no process
+# started per line beside the timed calls), where $1 is set; else unchanged.
+stamp() {
+  if [ -z "$1" ]; then cat; return; fi
+  while IFS= read -r line; do printf '%s %s\n' "${EPOCHREALTIME:-$(date +%s.%N)}" "$line"; done
+}
+
 case $step in
 train)
   # Three variants side by side (the GPU is far from busy with one); seed 1234 each.
@@ -179,8 +186,7 @@ startup)
   profile=${1:-h200-minicpm8b}
   python3 -m patchgate.tools.engine_start --profile "$profile" --log-level info \
     --json "/tmp/logs/startup-$profile.json" ${PATCHES:+--patches "$PATCHES"} 2>&1 \
-    | while IFS= read -r line; do printf '%s %s\n' "$(date +%s.%N | cut -c1-14)" "$line"; done \
-    > "/tmp/logs/startup-$profile.log"
+    | stamp 1 > "/tmp/logs/startup-$profile.log"
   grep -i "load weight\|memory pool\|kv cache\|cuda graph\|capture\|ready\|init torch" \
     "/tmp/logs/startup-$profile.log" | cut -c1-160 | tail -n 30
   cat "/tmp/logs/startup-$profile.json"
@@ -201,10 +207,7 @@ calibrate)
   fi
   timeout --signal=INT --kill-after=30 "$limit" \
     python3 -m patchgate calibrate --baselines "$BL" --time-limit $(( limit - 20 )) "$@" \
-    2>&1 | while IFS= read -r line; do
-      if [ -n "$smi" ]; then printf '%s %s\n' "$(date +%s.%N | cut -c1-14)" "$line"
-      else printf '%s\n' "$line"; fi
-    done | tee "/tmp/logs/calibrate-$name.log" \
+    2>&1 | stamp "$smi" | tee "/tmp/logs/calibrate-$name.log" \
     | grep -v "^\([0-9.]* \)\?\s*$" | grep -v "^\([0-9.]* \)\?\[rank\|Capturing\|it/s\]" \
     | tail -n 40
   echo "exit: ${PIPESTATUS[0]}"
